@@ -1,0 +1,131 @@
+"""LAMB in two parameter groups, the warmup + polynomial-decay learning rate, global grad-norm clipping, loss scaling.
+
+The learning-rate schedule (step k counts optimizer updates from 0):
+  k <  warmup:  lr = base_lr * k / warmup                     (the first update has lr 0, as the reference's)
+  k >= warmup:  lr = (base_lr - end_lr) * (1 - (k - warmup) / (train_steps - warmup)) ** power + end_lr
+so the rate reaches `end_lr` (0) exactly at `train_steps`. `lr_at` is the numpy formula, `Schedule` the same
+computed on the device inside the jitted step (its counter is part of the training state).
+"""
+from __future__ import annotations
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from tinygrad import Tensor, dtypes
+from tinygrad.nn.optim import LAMB, OptimizerGroup
+
+
+@dataclass(frozen=True)
+class OptimConfig:
+  base_lr: float
+  train_steps: int
+  warmup_steps: int
+  beta_1: float = 0.9
+  beta_2: float = 0.999
+  epsilon: float = 1e-6
+  weight_decay: float = 0.01
+  poly_power: float = 1.0
+  end_lr: float = 0.0
+  loss_scaler: float = 1.0
+  clip_norm: float = 1.0
+
+
+def lr_at(step, base_lr: float, warmup_steps: int, train_steps: int, power: float = 1.0, end_lr: float = 0.0):
+  """The schedule as a numpy formula (scalar or array of steps)."""
+  k = np.asarray(step, dtype=np.float64)
+  warm = base_lr * k / max(warmup_steps, 1)
+  frac = np.clip(1.0 - (k - warmup_steps) / max(train_steps - warmup_steps, 1), 0.0, 1.0)
+  decay = (base_lr - end_lr) * frac ** power + end_lr
+  return np.where(k < warmup_steps, warm, decay)
+
+
+class Schedule:
+  """Device-side schedule: `lr()` is the rate of the current update; `advance()` counts the update."""
+  def __init__(self, cfg: OptimConfig, device):
+    self.cfg = cfg
+    self.step = Tensor.zeros((1,), dtype=dtypes.float32, device=device).contiguous().is_param_(False).realize()
+
+  def lr(self) -> Tensor:
+    c, k = self.cfg, self.step
+    warm = k * (c.base_lr / max(c.warmup_steps, 1))
+    frac = (1.0 - (k - c.warmup_steps) * (1.0 / max(c.train_steps - c.warmup_steps, 1))).clip(0.0, 1.0)
+    if c.poly_power == 1.0: shaped = frac
+    else: shaped = (frac > 0).where(frac.maximum(1e-30) ** c.poly_power, 0.0)
+    decay = shaped * (c.base_lr - c.end_lr) + c.end_lr
+    return (k < c.warmup_steps).where(warm, decay)
+
+  def advance(self) -> Tensor: return self.step.assign(self.step + 1)
+
+
+def split_decay(named_params: dict[str, Tensor], no_decay: list[Tensor] | None = None) -> tuple[list[Tensor], list[Tensor]]:
+  """(decayed, not decayed): biases and LayerNorm parameters get no weight decay, as the reference does.
+
+  `no_decay`, when given, is the model's own list; otherwise names containing "bias" or "LayerNorm"/"layer_norm"
+  select them.
+  """
+  if no_decay is None:
+    no_decay = [t for k, t in named_params.items() if "bias" in k or "LayerNorm" in k or "layer_norm" in k.lower()]
+  ids = {id(t) for t in no_decay}
+  decay = [t for t in named_params.values() if id(t) not in ids]
+  return decay, [t for t in named_params.values() if id(t) in ids]
+
+
+class Trainer:
+  """LAMB with two groups + schedule + clipping + loss scaling; `update(loss)` schedules one training update.
+
+  Call `update` inside a `Context(TRAINING=1)` (and a TinyJit) after the forward pass; it returns
+  (global grad norm, lr of this update) and the tensors the caller must realize are returned by `tensors()`.
+  """
+  def __init__(self, decay_params: list[Tensor], no_decay_params: list[Tensor], cfg: OptimConfig):
+    self.cfg = cfg
+    groups = []
+    if decay_params:
+      groups.append(LAMB(decay_params, lr=cfg.base_lr, b1=cfg.beta_1, b2=cfg.beta_2, eps=cfg.epsilon,
+                         weight_decay=cfg.weight_decay, adam=False))
+    if no_decay_params:
+      groups.append(LAMB(no_decay_params, lr=cfg.base_lr, b1=cfg.beta_1, b2=cfg.beta_2, eps=cfg.epsilon,
+                         weight_decay=0.0, adam=False))
+    self.optimizer = OptimizerGroup(*groups)
+    self.schedule = Schedule(cfg, groups[0].device)
+    for o in groups: o.lr.assign(self.schedule.lr().cast(o.lr.dtype)).realize()
+
+  @property
+  def params(self) -> list[Tensor]: return self.optimizer.params
+
+  def zero_grad(self): self.optimizer.zero_grad()
+
+  def backward(self, loss: Tensor):
+    """Backward of the scaled loss (loss scaling for fp16)."""
+    (loss * self.cfg.loss_scaler if self.cfg.loss_scaler != 1.0 else loss).backward()
+
+  def clip_and_step(self) -> tuple[Tensor, Tensor]:
+    """Unscale grads, clip by global norm, set this update's lr, LAMB step, advance the schedule."""
+    params, c = self.optimizer.params, self.cfg
+    norm_sq = None
+    for p in params:
+      assert p.grad is not None, f"no gradient for a parameter of shape {p.shape}"
+      if c.loss_scaler != 1.0: p.grad = p.grad * (1.0 / c.loss_scaler)
+      s = p.grad.float().square().sum()
+      norm_sq = s if norm_sq is None else norm_sq + s
+    global_norm = norm_sq.sqrt().contiguous()
+    for p in params:
+      p.grad = (global_norm > c.clip_norm).where((p.grad * (c.clip_norm / global_norm)).cast(p.grad.dtype), p.grad)
+    lr = self.schedule.lr()
+    for o in self.optimizer.optimizers: o.lr.assign(lr.cast(o.lr.dtype))
+    outs = self.optimizer.schedule_step()
+    outs.append(self.schedule.advance())
+    Tensor.realize(*outs, global_norm, lr)
+    return global_norm, lr
+
+  # ---- training state (for checkpoints): name -> tensor, all of them ----
+  def state_tensors(self) -> dict[str, Tensor]:
+    st: dict[str, Tensor] = {"schedule.step": self.schedule.step}
+    for gi, o in enumerate(self.optimizer.optimizers):
+      st[f"opt{gi}.b1_t"], st[f"opt{gi}.b2_t"], st[f"opt{gi}.lr"] = o.b1_t, o.b2_t, o.lr
+      for i, (m, v) in enumerate(zip(o.m, o.v)):
+        st[f"opt{gi}.m.{i}"], st[f"opt{gi}.v.{i}"] = m, v
+    return st
+
+
+def global_norm_np(grads: list[np.ndarray]) -> float:
+  return math.sqrt(sum(float((g.astype(np.float64) ** 2).sum()) for g in grads))
