@@ -1,0 +1,325 @@
+"""BERT for pretraining (masked LM + next sentence) in tinygrad, with Google-BERT parameter names.
+
+Parameters live in one ordered dict keyed by the variable names of Google's TensorFlow BERT
+(`bert/encoder/layer_3/attention/self/query/kernel`, ...), in the same layouts: a dense kernel is
+(in, out) and is applied as `x @ kernel`; `cls/seq_relationship/output_weights` is (2, hidden). The
+converted MLPerf checkpoint therefore loads name for name, shape for shape, with no transposes.
+
+Precision: parameters are stored in `param_dtype` (float32 by default) and cast to the compute `dtype`
+where they are used, so `dtype=dtypes.half` gives fp16 matmuls and activations with fp32 master weights.
+LayerNorm, the attention softmax and the losses always run in float32.
+
+Dropout is active only under `tinygrad.Context(TRAINING=1)` (tinygrad's `Tensor.dropout` reads it).
+"""
+from __future__ import annotations
+import dataclasses, json, math
+from pathlib import Path
+
+import numpy as np
+from tinygrad import Tensor, dtypes, nn
+from tinygrad.dtype import DType
+
+from mlperf_bert.errors import UserError
+
+LAYER_NORM_EPS = 1e-12
+ATTENTION_MASK_VALUE = -10000.0  # additive mask of Google BERT; fits fp16
+MLM_LOSS_EPS = 1e-5              # denominator guard of the reference masked-LM loss
+
+
+@dataclasses.dataclass(frozen=True)
+class BertConfig:
+  """The fields of Google's bert_config.json. Defaults are BERT-large (the MLPerf model)."""
+  vocab_size: int = 30522
+  hidden_size: int = 1024
+  num_hidden_layers: int = 24
+  num_attention_heads: int = 16
+  intermediate_size: int = 4096
+  max_position_embeddings: int = 512
+  type_vocab_size: int = 2
+  hidden_dropout_prob: float = 0.1
+  attention_probs_dropout_prob: float = 0.1
+  initializer_range: float = 0.02
+  hidden_act: str = "gelu"
+
+  def __post_init__(self):
+    self.check()
+
+  def check(self, source: str = "BertConfig") -> None:
+    """Raise UserError naming `source` if a value is out of range."""
+    for f in dataclasses.fields(self):
+      v = getattr(self, f.name)
+      if f.type == "int" and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
+        raise UserError(f"{source}: {f.name} must be a positive integer, got {v!r}; fix the value")
+      if f.type == "float" and (not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0):
+        raise UserError(f"{source}: {f.name} must be a non-negative number, got {v!r}; fix the value")
+    for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
+      if not getattr(self, name) < 1:
+        raise UserError(f"{source}: {name} must be below 1, got {getattr(self, name)!r}; fix the value")
+    if self.hidden_size % self.num_attention_heads:
+      raise UserError(f"{source}: hidden_size {self.hidden_size} is not a multiple of num_attention_heads "
+                      f"{self.num_attention_heads}; pick sizes that divide")
+    if self.hidden_act != "gelu":
+      raise UserError(f"{source}: hidden_act must be 'gelu' (the erf GELU of BERT), got {self.hidden_act!r}")
+
+  @property
+  def head_size(self) -> int:
+    return self.hidden_size // self.num_attention_heads
+
+  @classmethod
+  def from_json(cls, path: str | Path, num_hidden_layers: int | None = None) -> "BertConfig":
+    """Read Google's bert_config.json; `num_hidden_layers` overrides the layer count (BERT_LAYERS).
+
+    Keys that are not fields (e.g. from a Hugging Face config) are ignored; every field is required.
+    """
+    path = Path(path)
+    try:
+      raw = json.loads(path.read_text())
+    except FileNotFoundError:
+      raise UserError(f"{path}: BERT config not found; check the path (the download stage writes bert_config.json)")
+    except json.JSONDecodeError as e:
+      raise UserError(f"{path}: not valid JSON ({e}); re-download bert_config.json")
+    if not isinstance(raw, dict):
+      raise UserError(f"{path}: expected a JSON object with the BERT config keys, got {type(raw).__name__}")
+    kw = {}
+    for f in dataclasses.fields(cls):
+      if f.name not in raw:
+        raise UserError(f"{path}: missing key {f.name!r} (expected a {f.type}); use Google's bert_config.json")
+      v = raw[f.name]
+      ok = {"int": isinstance(v, int) and not isinstance(v, bool),
+            "float": isinstance(v, (int, float)) and not isinstance(v, bool),
+            "str": isinstance(v, str)}[f.type]
+      if not ok:
+        raise UserError(f"{path}: key {f.name!r} must be a {f.type}, got {v!r}; fix the config file")
+      kw[f.name] = float(v) if f.type == "float" else v
+    if num_hidden_layers is not None:
+      kw["num_hidden_layers"] = num_hidden_layers
+    try:
+      return cls(**kw)
+    except UserError as e:
+      raise UserError(f"{path}: {e}") from None
+
+
+# ---------------------------------------------------------------------------------------------------------
+# parameter names and shapes
+
+def parameter_shapes(config: BertConfig) -> dict[str, tuple[int, ...]]:
+  """Google-BERT variable name -> shape, for every parameter of BertForPretraining, in a stable order.
+
+  The masked-LM decoder is tied to `bert/embeddings/word_embeddings` and has no entry of its own.
+  """
+  H, I, V = config.hidden_size, config.intermediate_size, config.vocab_size
+  s: dict[str, tuple[int, ...]] = {
+    "bert/embeddings/word_embeddings": (V, H),
+    "bert/embeddings/position_embeddings": (config.max_position_embeddings, H),
+    "bert/embeddings/token_type_embeddings": (config.type_vocab_size, H),
+    "bert/embeddings/LayerNorm/gamma": (H,),
+    "bert/embeddings/LayerNorm/beta": (H,),
+  }
+  for i in range(config.num_hidden_layers):
+    p = f"bert/encoder/layer_{i}"
+    for qkv in ("query", "key", "value"):
+      s[f"{p}/attention/self/{qkv}/kernel"] = (H, H)
+      s[f"{p}/attention/self/{qkv}/bias"] = (H,)
+    s[f"{p}/attention/output/dense/kernel"] = (H, H)
+    s[f"{p}/attention/output/dense/bias"] = (H,)
+    s[f"{p}/attention/output/LayerNorm/gamma"] = (H,)
+    s[f"{p}/attention/output/LayerNorm/beta"] = (H,)
+    s[f"{p}/intermediate/dense/kernel"] = (H, I)
+    s[f"{p}/intermediate/dense/bias"] = (I,)
+    s[f"{p}/output/dense/kernel"] = (I, H)
+    s[f"{p}/output/dense/bias"] = (H,)
+    s[f"{p}/output/LayerNorm/gamma"] = (H,)
+    s[f"{p}/output/LayerNorm/beta"] = (H,)
+  s.update({
+    "bert/pooler/dense/kernel": (H, H),
+    "bert/pooler/dense/bias": (H,),
+    "cls/predictions/transform/dense/kernel": (H, H),
+    "cls/predictions/transform/dense/bias": (H,),
+    "cls/predictions/transform/LayerNorm/gamma": (H,),
+    "cls/predictions/transform/LayerNorm/beta": (H,),
+    "cls/predictions/output_bias": (V,),
+    "cls/seq_relationship/output_weights": (2, H),
+    "cls/seq_relationship/output_bias": (2,),
+  })
+  return s
+
+
+def is_no_decay(name: str) -> bool:
+  """True for parameters excluded from weight decay: biases and LayerNorm (as in Google's optimizer)."""
+  return name.endswith("bias") or "LayerNorm" in name
+
+
+def _init_value(name: str, shape: tuple[int, ...], std: float, rng: np.random.Generator) -> np.ndarray:
+  if name.endswith("/gamma"): return np.ones(shape, np.float32)
+  if name.endswith("bias") or name.endswith("/beta"): return np.zeros(shape, np.float32)
+  return truncated_normal(rng, shape, std)
+
+
+def truncated_normal(rng: np.random.Generator, shape: tuple[int, ...], std: float) -> np.ndarray:
+  """Normal(0, std) values redrawn until all lie within +-2 std (TF's truncated_normal), float32."""
+  x = rng.standard_normal(shape, dtype=np.float32).reshape(-1)
+  while (bad := np.flatnonzero(np.abs(x) > 2.0)).size:
+    x[bad] = rng.standard_normal(bad.size, dtype=np.float32)
+  return (x * np.float32(std)).reshape(shape)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the model
+
+def _lookup(table: Tensor, ids: Tensor) -> Tensor:
+  """Embedding lookup through tinygrad's nn.Embedding (keeps its fast paths, e.g. USE_ATOMICS)."""
+  emb = nn.Embedding.__new__(nn.Embedding)
+  emb.weight = table
+  return emb(ids)
+
+
+def _gelu(x: Tensor) -> Tensor:
+  """The erf GELU of BERT (tinygrad's default `gelu` is the tanh approximation)."""
+  return x * 0.5 * (1.0 + (x * (1.0 / math.sqrt(2.0))).erf())
+
+
+class BertForPretraining:
+  """BERT encoder with the masked-LM and next-sentence heads.
+
+  `seed` seeds the MLPerf initialization (truncated normal, +-2 std, std `initializer_range`; zero biases;
+  LayerNorm gamma ones, beta zeros). `dtype` is the compute dtype, `param_dtype` the storage dtype
+  (defaults to float32). `params` maps Google-BERT names to the parameter tensors.
+  """
+
+  def __init__(self, config: BertConfig, seed: int | None = None, dtype: DType = dtypes.float32,
+               param_dtype: DType = dtypes.float32, device: str | None = None):
+    self.config, self.dtype, self.param_dtype = config, dtype, param_dtype
+    rng = np.random.default_rng(seed)
+    self.params: dict[str, Tensor] = {}
+    for name, shape in parameter_shapes(config).items():
+      value = _init_value(name, shape, config.initializer_range, rng)
+      self.params[name] = Tensor(value, device=device).cast(param_dtype).contiguous().realize()
+
+  # --- parameters -------------------------------------------------------------------------------------
+  def state_dict(self) -> dict[str, Tensor]:
+    """Google-BERT name -> parameter tensor (the same objects the model computes with)."""
+    return dict(self.params)
+
+  def parameters(self) -> list[Tensor]:
+    return list(self.params.values())
+
+  def no_decay_names(self) -> list[str]:
+    return [n for n in self.params if is_no_decay(n)]
+
+  def decay_names(self) -> list[str]:
+    return [n for n in self.params if not is_no_decay(n)]
+
+  def no_decay_parameters(self) -> list[Tensor]:
+    return [self.params[n] for n in self.no_decay_names()]
+
+  def decay_parameters(self) -> list[Tensor]:
+    return [self.params[n] for n in self.decay_names()]
+
+  def num_parameters(self) -> int:
+    return sum(math.prod(t.shape) for t in self.params.values())
+
+  # --- building blocks --------------------------------------------------------------------------------
+  def _w(self, name: str) -> Tensor:
+    return self.params[name].cast(self.dtype)
+
+  def _dense(self, x: Tensor, prefix: str) -> Tensor:
+    return x.matmul(self._w(f"{prefix}/kernel")) + self._w(f"{prefix}/bias")
+
+  def _layer_norm(self, x: Tensor, prefix: str) -> Tensor:
+    y = x.float().layernorm(eps=LAYER_NORM_EPS)
+    return (y * self.params[f"{prefix}/gamma"].float() + self.params[f"{prefix}/beta"].float()).cast(self.dtype)
+
+  def _attention(self, x: Tensor, mask_add: Tensor, prefix: str) -> Tensor:
+    B, S, _ = x.shape
+    nh, hs = self.config.num_attention_heads, self.config.head_size
+    def heads(t: Tensor) -> Tensor: return t.reshape(B, S, nh, hs).permute(0, 2, 1, 3)
+    q = heads(self._dense(x, f"{prefix}/self/query"))
+    k = heads(self._dense(x, f"{prefix}/self/key"))
+    v = heads(self._dense(x, f"{prefix}/self/value"))
+    scores = q.matmul(k.transpose(-2, -1), dtype=dtypes.float32) * (1.0 / math.sqrt(hs)) + mask_add
+    probs = scores.softmax(-1).dropout(self.config.attention_probs_dropout_prob).cast(self.dtype)
+    ctx = probs.matmul(v).permute(0, 2, 1, 3).reshape(B, S, nh * hs)
+    out = self._dense(ctx, f"{prefix}/output/dense").dropout(self.config.hidden_dropout_prob)
+    return self._layer_norm(out + x, f"{prefix}/output/LayerNorm")
+
+  def _layer(self, x: Tensor, mask_add: Tensor, i: int) -> Tensor:
+    p = f"bert/encoder/layer_{i}"
+    a = self._attention(x, mask_add, f"{p}/attention")
+    h = _gelu(self._dense(a, f"{p}/intermediate/dense"))
+    o = self._dense(h, f"{p}/output/dense").dropout(self.config.hidden_dropout_prob)
+    return self._layer_norm(o + a, f"{p}/output/LayerNorm")
+
+  # --- forward ----------------------------------------------------------------------------------------
+  def encode(self, input_ids: Tensor, segment_ids: Tensor, input_mask: Tensor) -> Tensor:
+    """Sequence output (B, S, hidden) of the encoder."""
+    B, S = input_ids.shape
+    if S > self.config.max_position_embeddings:
+      raise UserError(f"sequence length {S} exceeds max_position_embeddings {self.config.max_position_embeddings}")
+    x = (_lookup(self._w("bert/embeddings/word_embeddings"), input_ids)
+         + self._w("bert/embeddings/position_embeddings")[:S].unsqueeze(0)
+         + _lookup(self._w("bert/embeddings/token_type_embeddings"), segment_ids))
+    x = self._layer_norm(x, "bert/embeddings/LayerNorm").dropout(self.config.hidden_dropout_prob)
+    mask_add = ((1.0 - input_mask.float()) * ATTENTION_MASK_VALUE).reshape(B, 1, 1, S)
+    for i in range(self.config.num_hidden_layers):
+      x = self._layer(x, mask_add, i)
+    return x
+
+  def forward(self, input_ids: Tensor, segment_ids: Tensor, input_mask: Tensor,
+              masked_lm_positions: Tensor) -> tuple[Tensor, Tensor]:
+    """(masked-LM logits (B, P, vocab) float32, next-sentence logits (B, 2) float32).
+
+    Inputs are integer tensors: ids/segments/mask (B, S), masked_lm_positions (B, P).
+    """
+    seq = self.encode(input_ids, segment_ids, input_mask)
+    pooled = self._dense(seq[:, 0], "bert/pooler/dense").tanh()
+    nsp_logits = (pooled.matmul(self._w("cls/seq_relationship/output_weights").T)
+                  + self._w("cls/seq_relationship/output_bias")).float()
+    B, P = masked_lm_positions.shape
+    idx = masked_lm_positions.cast(dtypes.int32).reshape(B, P, 1).expand(B, P, self.config.hidden_size)
+    h = seq.gather(1, idx)
+    h = self._layer_norm(_gelu(self._dense(h, "cls/predictions/transform/dense")), "cls/predictions/transform/LayerNorm")
+    mlm_logits = (h.matmul(self._w("bert/embeddings/word_embeddings").T) + self._w("cls/predictions/output_bias"))
+    # contiguous: the vocab-wide matmul is materialized once and reused by the backward pass
+    return mlm_logits.float().contiguous(), nsp_logits
+
+  __call__ = forward
+
+  # --- losses and metrics -----------------------------------------------------------------------------
+  @staticmethod
+  def loss_terms(mlm_logits: Tensor, nsp_logits: Tensor, masked_lm_ids: Tensor, masked_lm_weights: Tensor,
+                 next_sentence_labels: Tensor) -> tuple[Tensor, Tensor]:
+    """(masked-LM loss, next-sentence loss), both float32 scalars.
+
+    Masked LM: sum(w * nll) / (sum(w) + 1e-5) over all predictions; next sentence: mean cross-entropy.
+    """
+    V = mlm_logits.shape[-1]
+    logp = mlm_logits.float().log_softmax(-1)
+    onehot = masked_lm_ids.cast(dtypes.int32).unsqueeze(-1)._one_hot_along_dim(V, dim=-1)
+    nll = -(onehot.where(logp, 0.0).sum(-1))
+    w = masked_lm_weights.float()
+    mlm = (w * nll).sum() / (w.sum() + MLM_LOSS_EPS)
+    nsp_logp = nsp_logits.float().log_softmax(-1)
+    nsp_onehot = next_sentence_labels.cast(dtypes.int32).reshape(-1, 1)._one_hot_along_dim(2, dim=-1)
+    nsp = -(nsp_onehot.where(nsp_logp, 0.0).sum(-1)).mean()
+    return mlm, nsp
+
+  @classmethod
+  def loss(cls, mlm_logits: Tensor, nsp_logits: Tensor, masked_lm_ids: Tensor, masked_lm_weights: Tensor,
+           next_sentence_labels: Tensor) -> Tensor:
+    """Total pretraining loss: masked-LM loss + next-sentence loss (float32 scalar)."""
+    mlm, nsp = cls.loss_terms(mlm_logits, nsp_logits, masked_lm_ids, masked_lm_weights, next_sentence_labels)
+    return mlm + nsp
+
+  @staticmethod
+  def accuracy_parts(mlm_logits: Tensor, masked_lm_ids: Tensor, masked_lm_weights: Tensor,
+                     row_mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """(correct, total) float32 scalars for masked-LM accuracy = correct / total over a whole eval set.
+
+    correct = sum(w * [argmax == id]), total = sum(w). `row_mask` (B,) of 1/0 drops padding rows of a
+    partial last batch. Sum both parts across batches before dividing.
+    """
+    w = masked_lm_weights.float()
+    if row_mask is not None:
+      w = w * row_mask.float().reshape(-1, 1)
+    hit = (mlm_logits.argmax(-1) == masked_lm_ids.cast(dtypes.int32)).float()
+    return (w * hit).sum(), w.sum()
