@@ -1,0 +1,39 @@
+"""Validation of the workflow configuration against schemas/config.schema.yaml, with errors a user can act on."""
+from __future__ import annotations
+from pathlib import Path
+from typing import Any
+
+from mlperf_bert.errors import UserError
+
+_JSON_TYPES = {dict: "object", list: "array", str: "string", bool: "boolean", int: "integer", float: "number",
+               type(None): "null"}
+
+
+def _where(path) -> str:
+  return ".".join(str(p) for p in path) or "(top level)"
+
+
+def validate_config(config: dict[str, Any], schema_path: str | Path, source: str = "the config") -> None:
+  """Raise UserError listing every problem: unknown keys, wrong types, missing keys, bad values."""
+  import jsonschema, yaml
+  schema = yaml.safe_load(Path(schema_path).read_text())
+  validator = jsonschema.Draft202012Validator(schema)
+  problems = []
+  for err in sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path))):
+    where = _where(err.absolute_path)
+    if err.validator == "additionalProperties":
+      allowed = sorted(err.schema.get("properties", {}))
+      unknown = sorted(set(err.instance) - set(allowed))
+      for key in unknown:
+        full = f"{where}.{key}" if err.absolute_path else key
+        problems.append(f"unknown key '{full}' (allowed here: {', '.join(allowed)})")
+    elif err.validator == "type":
+      got = _JSON_TYPES.get(type(err.instance), type(err.instance).__name__)
+      problems.append(f"key '{where}' must be of type {err.validator_value}, got {got} {err.instance!r}")
+    elif err.validator == "required":
+      problems.append(f"{err.message} (in '{where}')")
+    else:
+      problems.append(f"key '{where}': {err.message}")
+  if problems:
+    raise UserError(f"{source} is invalid ({schema_path}):\n  - " + "\n  - ".join(problems) +
+                    "\nFix these keys in config.yaml, the --configfile or the --config you passed.")

@@ -1,0 +1,40 @@
+"""Glue for workflow/scripts: run a job with its output going to the rule's `log:` file.
+
+    with job_log(snakemake.log[0]):
+        ...call the package...
+
+stdout and stderr (Python's and the file descriptors, so tqdm and tinygrad output too) go to the log file.
+A UserError is written to the log and to the console, and the job exits non-zero, so Snakemake removes the
+job's outputs and reports the log; any other exception keeps its traceback in the log.
+"""
+from __future__ import annotations
+import contextlib, os, sys, traceback
+from pathlib import Path
+from typing import Iterator
+
+from mlperf_bert.errors import UserError
+
+
+@contextlib.contextmanager
+def job_log(log_path: str | os.PathLike) -> Iterator[None]:
+  log_path = Path(log_path)
+  log_path.parent.mkdir(parents=True, exist_ok=True)
+  console = os.fdopen(os.dup(2), "w")
+  saved = os.dup(1), os.dup(2)
+  sys.stdout.flush(); sys.stderr.flush()
+  with open(log_path, "a", buffering=1) as f:
+    os.dup2(f.fileno(), 1); os.dup2(f.fileno(), 2)
+    try:
+      yield
+    except UserError as e:
+      print(f"error: {e}", file=sys.stderr, flush=True)
+      print(f"error: {e}\n(log: {log_path})", file=console, flush=True)
+      raise SystemExit(1)
+    except BaseException:
+      traceback.print_exc()
+      raise
+    finally:
+      sys.stdout.flush(); sys.stderr.flush()
+      os.dup2(saved[0], 1); os.dup2(saved[1], 2)
+      os.close(saved[0]); os.close(saved[1])
+      console.close()
