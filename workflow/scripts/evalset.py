@@ -1,0 +1,15 @@
+# rule evalset: eval.txt -> instances with the same settings -> the picked eval set (a shard).
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(snakemake.scriptdir).parents[1]))
+from mlperf_bert.evalset import build_evalset
+from mlperf_bert.snakejob import job_log
+
+with job_log(snakemake.log[0]):
+    p = snakemake.params
+    build_evalset(snakemake.input.text, snakemake.input.vocab, snakemake.output.shard,
+                  num_examples=p.num_examples,
+                  max_seq_length=p.max_seq_length, max_predictions_per_seq=p.max_predictions_per_seq,
+                  masked_lm_prob=p.masked_lm_prob, short_seq_prob=p.short_seq_prob,
+                  random_seed=p.random_seed, dupe_factor=p.dupe_factor)
