@@ -8,7 +8,7 @@ The target only appears once the whole file has arrived and its MD5 matched: an 
 download leaves nothing at the target path.
 """
 from __future__ import annotations
-import shutil
+import os, shutil, tempfile
 from pathlib import Path
 from typing import Callable
 
@@ -46,14 +46,18 @@ def fetch(source: str, dest: str | Path, *, md5: str | None, root: str | Path = 
     else:
       import gdown
       log(f"downloading {where} -> {dest}")
-      try:
-        got = gdown.download(url=where, output=str(tmp), quiet=quiet, use_cookies=False)
-      except Exception as e:  # gdown raises requests/urllib errors and its own FileURLRetrievalError
-        raise UserError(f"{dest.name}: download from {where} failed ({type(e).__name__}: {e}); check the "
-                        f"network or the source under sources/{dest.name}/url, then rerun the same command") from e
-      if got is None or not Path(tmp).is_file():
-        raise UserError(f"{dest.name}: download from {where} produced no file; check the source under "
-                        f"sources/{dest.name}/url, then rerun")
+      # gdown keeps partial files of its own beside its output: give it a private folder that always goes away
+      with tempfile.TemporaryDirectory(prefix=f".{dest.name}.", dir=dest.parent) as scratch:
+        out = Path(scratch) / dest.name
+        try:
+          got = gdown.download(url=where, output=str(out), quiet=quiet, use_cookies=False)
+        except Exception as e:  # gdown raises requests/urllib errors and its own FileURLRetrievalError
+          raise UserError(f"{dest.name}: download from {where} failed ({type(e).__name__}: {e}); check the "
+                          f"network or the source under sources/{dest.name}/url, then rerun the same command") from e
+        if got is None or not out.is_file():
+          raise UserError(f"{dest.name}: download from {where} produced no file; check the source under "
+                          f"sources/{dest.name}/url, then rerun")
+        os.replace(out, tmp)
     actual = file_digest(tmp, "md5")
     if md5 is not None and actual != md5.lower():
       raise UserError(f"{dest.name}: MD5 mismatch for {where}: expected {md5}, got {actual}; the file is corrupt "
