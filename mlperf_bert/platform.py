@@ -1,0 +1,169 @@
+"""Platform profiles and training hyperparameters: load, merge, derive the seed's defaults, validate.
+
+A platform file (profiles/<name>/platform.yaml) is a flat mapping of upper-case keys, as tinygrad's run scripts
+export them. Three kinds of keys:
+  * tinygrad settings (DEV, DEFAULT_FLOAT, BEAM, ...): exported to the environment before tinygrad is imported;
+  * hyperparameters (BS, OPT_BASE_LEARNING_RATE, TRAIN_STEPS, ...): unset ones get the defaults of tinygrad's
+    train_bert, derived from GPUS, the float type and the global batch size;
+  * run settings (SUBMISSION_*, EVAL_SAMPLES, BERT_* model overrides, MAX_STEPS).
+The workflow's config key `train:` overrides any of them (highest precedence). Nothing here imports tinygrad.
+"""
+from __future__ import annotations
+import importlib.util, math, os
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from mlperf_bert.errors import UserError
+
+INT, FLOAT, STR, BOOL = (int,), (int, float), (str,), (bool,)
+
+# tinygrad's environment settings a platform may carry (exported as strings before `import tinygrad`)
+TINYGRAD_ENV: dict[str, tuple] = {
+  "DEV": STR, "DEFAULT_FLOAT": STR, "SUM_DTYPE": STR, "IGNORE_OOB": INT, "BEAM": INT, "BEAM_UOPS_MAX": INT,
+  "BEAM_UPCAST_MAX": INT, "BEAM_LOCAL_MAX": INT, "BEAM_MIN_PROGRESS": INT, "IGNORE_JIT_FIRST_BEAM": INT,
+  "HCQDEV_WAIT_TIMEOUT_MS": INT, "FUSE_ARANGE": INT, "FUSE_ARANGE_UINT": INT, "USE_ATOMICS": INT, "DEBUG": INT,
+  "JIT": INT, "CACHELEVEL": INT,
+}
+# hyperparameters and run settings, with their types (None-able where the default is derived)
+HPARAMS: dict[str, tuple] = {
+  "GPUS": INT, "BS": INT, "EVAL_BS": INT, "GRADIENT_ACC_STEPS": INT,
+  "OPT_BASE_LEARNING_RATE": FLOAT, "OPT_LAMB_BETA_1": FLOAT, "OPT_LAMB_BETA_2": FLOAT, "EPSILON": FLOAT,
+  "DECAY": FLOAT, "POLY_POWER": FLOAT, "LOSS_SCALER": FLOAT, "TRAIN_STEPS": INT, "NUM_WARMUP_STEPS": INT,
+  "EVAL_STEP_FREQ": INT, "SAVE_CKPT_FREQ": INT, "KEEP_CKPT_AMOUNT": INT, "TARGET": FLOAT,
+  "BERT_LAYERS": INT, "BERT_HIDDEN_SIZE": INT, "BERT_NUM_HEADS": INT, "BERT_INTERMEDIATE_SIZE": INT,
+  "EVAL_SAMPLES": INT, "MAX_STEPS": INT, "BENCHMARK": INT, "INIT_BENCHMARK_STEPS": INT, "INIT_BERT_LAYERS": INT,
+  "FREE_INTERMEDIATE": INT, "DISABLE_DROPOUT": BOOL,
+  "SUBMISSION_PLATFORM": STR, "SUBMISSION_DIVISION": STR, "SUBMISSION_ORG": STR, "SUBMISSION_STATUS": STR,
+}
+KNOWN = {**TINYGRAD_ENV, **HPARAMS}
+FLOAT_NAMES = {"HALF": "half", "FLOAT16": "half", "BFLOAT16": "bfloat16", "FLOAT": "float32", "FLOAT32": "float32"}
+HALF_TYPES = {"half", "bfloat16"}
+
+
+def known_devices() -> set[str]:
+  """Device names tinygrad 0.14 offers (its runtime/ops_<name>.py modules), found without importing tinygrad."""
+  spec = importlib.util.find_spec("tinygrad")
+  if spec is None or not spec.submodule_search_locations: return {"CPU"}
+  rt = Path(list(spec.submodule_search_locations)[0]) / "runtime"
+  return {p.stem[4:].upper() for p in rt.glob("ops_*.py")} - {"DISK", "NPY", "TINYFS", "RDMA"}
+
+
+def load_platform(path: str | os.PathLike) -> dict[str, Any]:
+  """Read profiles/<name>/platform.yaml: a mapping of known keys of the right type."""
+  path = Path(path)
+  if not path.is_file():
+    raise UserError(f"{path}: platform file not found; create it or set `platform:` in the config to the name of a "
+                    f"folder under profiles/ that has a platform.yaml")
+  try: data = yaml.safe_load(path.read_text()) or {}
+  except yaml.YAMLError as e: raise UserError(f"{path}: not valid YAML ({e}); fix the syntax") from None
+  if not isinstance(data, dict): raise UserError(f"{path}: expected a mapping of KEY: value, got {type(data).__name__}")
+  return check_types(data, str(path))
+
+
+def check_types(data: dict[str, Any], where: str) -> dict[str, Any]:
+  for k, v in data.items():
+    if k not in KNOWN:
+      raise UserError(f"{where}: unknown key {k!r}; known keys: {', '.join(sorted(KNOWN))}")
+    want = KNOWN[k]
+    ok = v is None or (isinstance(v, want) and not (isinstance(v, bool) and bool not in want))
+    if not ok:
+      names = "/".join(t.__name__ for t in want)
+      raise UserError(f"{where}: key {k} must be a {names}, got {v!r} ({type(v).__name__}); fix its value")
+  return data
+
+
+def float_name(default_float: str | None) -> str:
+  name = (default_float or "float32").upper()
+  if name not in FLOAT_NAMES:
+    raise UserError(f"DEFAULT_FLOAT={default_float!r} is not supported; use one of {', '.join(FLOAT_NAMES)}")
+  return FLOAT_NAMES[name]
+
+
+def resolve(platform: dict[str, Any], overrides: dict[str, Any] | None = None, seed: int = 0,
+            eval_examples: int = 10000, where: str = "config key train") -> dict[str, Any]:
+  """Merge platform ← overrides and fill every unset hyperparameter with the seed's (tinygrad train_bert) default.
+
+  Returns a flat dict with every key of KNOWN that is set, plus SEED, GLOBAL_BATCH_SIZE, MAX_EVAL_STEPS and the
+  normalized FLOAT (float32/half/bfloat16). Raises UserError for an invalid combination.
+  """
+  hp = dict(platform)
+  hp.update(check_types(dict(overrides or {}), where))
+  hp = {k: v for k, v in hp.items() if v is not None}
+  dev = str(hp.get("DEV", "CPU")).upper()
+  devices = known_devices()
+  if dev not in devices:
+    raise UserError(f"DEV={hp.get('DEV')!r} is not a tinygrad 0.14 device; use one of {', '.join(sorted(devices))} "
+                    f"(set DEV in the platform file or `train: {{DEV: ...}}`)")
+  hp["DEV"] = dev
+  fl = hp["FLOAT"] = float_name(hp.get("DEFAULT_FLOAT"))
+  half = fl in HALF_TYPES
+  gpus = hp.setdefault("GPUS", 1)
+  if gpus < 1: raise UserError(f"GPUS={gpus}: must be at least 1")
+  hp.setdefault("BS", (11 if half else 8) * gpus)
+  if hp["BS"] < 1 or hp["BS"] % gpus != 0:
+    raise UserError(f"BS={hp['BS']} is not divisible by GPUS={gpus}: every device needs the same share of the batch; "
+                    f"set BS to a multiple of {gpus}")
+  hp.setdefault("EVAL_BS", gpus)
+  if hp["EVAL_BS"] < 1 or hp["EVAL_BS"] % gpus != 0:
+    raise UserError(f"EVAL_BS={hp['EVAL_BS']} is not divisible by GPUS={gpus}; set EVAL_BS to a multiple of {gpus}")
+  hp.setdefault("GRADIENT_ACC_STEPS", 1)
+  if hp["GRADIENT_ACC_STEPS"] != 1:
+    raise UserError(f"GRADIENT_ACC_STEPS={hp['GRADIENT_ACC_STEPS']}: gradient accumulation is not implemented (as in "
+                    f"tinygrad's train_bert); set it to 1 and raise BS instead")
+  gbs = hp["GLOBAL_BATCH_SIZE"] = hp["BS"] * hp["GRADIENT_ACC_STEPS"]
+  hp.setdefault("OPT_BASE_LEARNING_RATE", 0.000175 * math.sqrt(gbs / 96))
+  hp.setdefault("OPT_LAMB_BETA_1", 0.9)
+  hp.setdefault("OPT_LAMB_BETA_2", 0.999)
+  hp.setdefault("TRAIN_STEPS", 3600000 // gbs)
+  hp.setdefault("NUM_WARMUP_STEPS", 1)
+  hp.setdefault("LOSS_SCALER", 2.0 ** 11 if fl == "half" else 1.0)
+  hp.setdefault("DECAY", 0.01)
+  hp.setdefault("EPSILON", 1e-6)
+  hp.setdefault("POLY_POWER", 1.0)
+  hp.setdefault("EVAL_STEP_FREQ", int(math.floor(0.05 * (230.23 * gbs + 3000000) / 25000) * 25000 // gbs))
+  hp.setdefault("SAVE_CKPT_FREQ", 1000)
+  hp.setdefault("KEEP_CKPT_AMOUNT", 5)
+  hp.setdefault("TARGET", 0.72)
+  hp.setdefault("EVAL_SAMPLES", eval_examples)
+  hp.setdefault("MAX_STEPS", hp["TRAIN_STEPS"])
+  hp.setdefault("INIT_BENCHMARK_STEPS", 10)
+  hp.setdefault("INIT_BERT_LAYERS", 2)
+  hp.setdefault("DISABLE_DROPOUT", False)
+  hp.setdefault("SUBMISSION_ORG", "tinycorp")
+  hp.setdefault("SUBMISSION_PLATFORM", "tinybox")
+  hp.setdefault("SUBMISSION_DIVISION", "open")
+  hp.setdefault("SUBMISSION_STATUS", "onprem")
+  hp["SEED"] = int(seed)
+  for k in ("TRAIN_STEPS", "NUM_WARMUP_STEPS", "EVAL_STEP_FREQ", "SAVE_CKPT_FREQ", "KEEP_CKPT_AMOUNT", "EVAL_SAMPLES",
+            "MAX_STEPS"):
+    if hp[k] < 1: raise UserError(f"{k}={hp[k]} must be at least 1; fix it in the platform file or `train:`")
+  if hp["NUM_WARMUP_STEPS"] > hp["TRAIN_STEPS"]:
+    raise UserError(f"NUM_WARMUP_STEPS={hp['NUM_WARMUP_STEPS']} exceeds TRAIN_STEPS={hp['TRAIN_STEPS']}; lower it")
+  if hp["EVAL_SAMPLES"] > eval_examples:
+    raise UserError(f"EVAL_SAMPLES={hp['EVAL_SAMPLES']} exceeds the eval set's {eval_examples} rows (config key "
+                    f"eval_examples); lower EVAL_SAMPLES or build a larger eval set")
+  if hp["SUBMISSION_DIVISION"] not in ("closed", "open"):
+    raise UserError(f"SUBMISSION_DIVISION={hp['SUBMISSION_DIVISION']!r}: use closed or open")
+  if not 0 < hp["TARGET"] <= 1: raise UserError(f"TARGET={hp['TARGET']} must be a masked-LM accuracy in (0, 1]")
+  hp["MAX_EVAL_STEPS"] = -(-hp["EVAL_SAMPLES"] // hp["EVAL_BS"])
+  return hp
+
+
+def tinygrad_env(hp: dict[str, Any]) -> dict[str, str]:
+  """The environment variables to export before importing tinygrad (USE_ATOMICS defaults on)."""
+  env = {k: str(int(v) if isinstance(v, bool) else v) for k, v in hp.items() if k in TINYGRAD_ENV}
+  env.setdefault("USE_ATOMICS", "1")
+  env["DEFAULT_FLOAT"] = hp["FLOAT"]
+  return env
+
+
+def rule_params(hp: dict[str, Any]) -> dict[str, Any]:
+  """What the train rule records as params (a change reruns training): everything but pure run-time knobs."""
+  skip = {"DEBUG", "BENCHMARK"}
+  return {k: hp[k] for k in sorted(hp) if k not in skip}
+
+
+def describe(hp: dict[str, Any]) -> str:
+  return "\n".join(f'HParam: "{k}": {hp[k]}' for k in sorted(hp))
