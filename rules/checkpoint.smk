@@ -1,0 +1,22 @@
+# The initial checkpoint: MLPerf's TensorFlow model.ckpt-28252 -> safetensors with Google's variable names
+# (dense kernels stay (in, out)); optimizer slots are skipped. The only stage that needs TensorFlow.
+
+
+rule convert_checkpoint:
+    input:
+        data=B("download/model.ckpt-28252.data-00000-of-00001"),
+        index=B("download/model.ckpt-28252.index"),
+        meta=B("download/model.ckpt-28252.meta"),
+        bert_config=B("download/bert_config.json"),
+    output:
+        B("checkpoint/model.safetensors"),
+    log:
+        B("logs/convert_checkpoint/convert_checkpoint.log"),
+    conda:
+        "../envs/checkpoint.yaml"
+    resources:
+        # measured: 0.88 GB peak RSS for a BERT-large checkpoint (TensorFlow + the largest variable; the
+        # output is streamed tensor by tensor), with headroom for other TensorFlow builds
+        mem_mb=1500,
+    script:
+        "../workflow/scripts/convert_checkpoint.py"
