@@ -1,0 +1,262 @@
+"""Masked-LM / next-sentence instances, exactly as MLCommons' `create_pretraining_data.py` makes them.
+
+The reference, per input file: read lines (a blank line ends a document; lines with no tokens are skipped),
+drop empty documents, `rng = random.Random(random_seed)`, shuffle the documents, then `dupe_factor` times over
+every document build instances (sentence chunks up to a target length, a random cut into A and B, B a random
+document's sentences half of the time, `truncate_seq_pair`, then masking: shuffled candidate positions, the
+first `num_to_predict` masked 80 % [MASK] / 10 % kept / 10 % random word), and finally shuffle all instances.
+
+Here the same algorithm runs on token ids. Because A and B are each a contiguous run of the file's token
+stream (consecutive sentences, trimmed at either end), an instance is kept as two spans of that stream plus
+its masked positions and their input tokens: the compact form the shard stores (docs/shard-format.md).
+
+Two engines consume the Mersenne Twister stream identically: `engine="python"` drives `random.Random`
+itself (the plain statement of the algorithm); `engine="numba"` copies the generator state into numpy's
+MT19937, draws raw 32-bit words in bulk and replays `random()`, `randint()` and `shuffle()` on them in
+compiled code (see mlperf_bert/_fastinst.py). Both give the same instances (tests check this).
+"""
+from __future__ import annotations
+import math, random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from mlperf_bert.errors import UserError
+from mlperf_bert.tokenizer import Tokenizer, read_text, split_lines
+
+
+@dataclass
+class Corpus:
+  """A tokenized text file: the token stream of its sentences, their offsets, and documents as sentence ranges."""
+  path: str
+  stream: np.ndarray                 # token ids of every non-empty sentence, in file order (uint16 or int32)
+  sent_offsets: np.ndarray           # int64 (S+1,): sentence s is stream[sent_offsets[s]:sent_offsets[s+1]]
+  doc_bounds: np.ndarray             # int64 (D, 2): document d is sentences doc_bounds[d,0] .. doc_bounds[d,1]-1
+  text_bytes: int = 0
+  dropped_bytes: int = 0
+  lines: int = 0
+
+
+@dataclass
+class Settings:
+  """create_pretraining_data.py's flags (the defaults are MLPerf's)."""
+  max_seq_length: int = 512
+  max_predictions_per_seq: int = 76
+  masked_lm_prob: float = 0.15
+  short_seq_prob: float = 0.1
+  random_seed: int = 12345
+  dupe_factor: int = 10
+
+  def check(self) -> None:
+    if not 5 <= self.max_seq_length <= 65535:
+      raise UserError(f"max_seq_length={self.max_seq_length}: expected 5..65535 (room for [CLS] A [SEP] B [SEP]); "
+                      "fix preprocessing.max_seq_length")
+    if not 1 <= self.max_predictions_per_seq <= 65535:
+      raise UserError(f"max_predictions_per_seq={self.max_predictions_per_seq}: expected 1..65535; "
+                      "fix preprocessing.max_predictions_per_seq")
+    if not 0.0 <= self.masked_lm_prob <= 1.0 or not 0.0 <= self.short_seq_prob <= 1.0:
+      raise UserError(f"masked_lm_prob={self.masked_lm_prob}, short_seq_prob={self.short_seq_prob}: "
+                      "expected probabilities in 0..1; fix the preprocessing settings")
+    if self.dupe_factor < 1:
+      raise UserError(f"dupe_factor={self.dupe_factor}: expected >= 1; fix preprocessing.dupe_factor")
+
+
+@dataclass
+class Instances:
+  """Instances in their final (shuffled) order, in the shard's span form."""
+  starts: np.ndarray        # int64 (n, 2): stream offsets of A and B
+  lengths: np.ndarray       # int64 (n, 2)
+  nsl: np.ndarray           # int64 (n,): 1 = B is a random next
+  pred_offsets: np.ndarray  # int64 (n+1,)
+  positions: np.ndarray     # int64 (P,): masked positions in the row, ascending per instance
+  inputs: np.ndarray        # int64 (P,): the input token at each masked position
+
+  def __len__(self) -> int:
+    return len(self.nsl)
+
+  @property
+  def tokens(self) -> int:
+    return int(self.lengths.sum()) + 3 * len(self)
+
+
+@dataclass
+class Ids:
+  cls: int
+  sep: int
+  mask: int
+  vocab_size: int
+
+
+def special_ids(vocab: dict[str, int]) -> Ids:
+  return Ids(cls=vocab["[CLS]"], sep=vocab["[SEP]"], mask=vocab["[MASK]"], vocab_size=len(vocab))
+
+
+# ---------------------------------------------------------------------------------------------- reading
+
+def tokenize_corpus(text_path, tokenizer: Tokenizer, *, progress: Callable[[int], None] | None = None,
+                    chunk_lines: int = 16384) -> Corpus:
+  """Read and tokenize one text file as the reference does (documents split on blank lines)."""
+  text_path = Path(text_path)
+  text, dropped = read_text(text_path)
+  n_bytes = text_path.stat().st_size
+  lines = split_lines(text)
+  del text
+  parts, sent_lens, doc_bounds = [], [], []
+  doc_open = 0  # first sentence of the current document
+  for s in range(0, len(lines), chunk_lines):
+    chunk = [l.strip() for l in lines[s:s + chunk_lines]]
+    keep = [i for i, l in enumerate(chunk) if l]
+    ids = tokenizer.encode_lines([chunk[i] for i in keep])
+    k = 0
+    for i, l in enumerate(chunk):
+      if not l:  # a blank line starts a new document
+        if len(sent_lens) > doc_open:
+          doc_bounds.append((doc_open, len(sent_lens)))
+        doc_open = len(sent_lens)
+        continue
+      toks = ids[k]; k += 1
+      if toks:
+        sent_lens.append(len(toks))
+        parts.append(np.asarray(toks, dtype=np.int32))
+    if progress is not None:
+      progress(sum(len(l) for l in lines[s:s + chunk_lines]) + min(chunk_lines, len(lines) - s))
+  if len(sent_lens) > doc_open:
+    doc_bounds.append((doc_open, len(sent_lens)))
+  stream = np.concatenate(parts) if parts else np.zeros(0, np.int32)
+  if len(stream) and stream.max() < 65536:
+    stream = stream.astype(np.uint16)
+  offsets = np.zeros(len(sent_lens) + 1, np.int64)
+  np.cumsum(sent_lens, out=offsets[1:])
+  return Corpus(path=str(text_path), stream=stream, sent_offsets=offsets,
+                doc_bounds=np.asarray(doc_bounds, np.int64).reshape(-1, 2), text_bytes=n_bytes,
+                dropped_bytes=dropped, lines=len(lines))
+
+
+# ---------------------------------------------------------------------------------------------- algorithm
+
+def num_to_predict(row_len: int, masked_lm_prob: float, max_predictions_per_seq: int) -> int:
+  """The reference's count of masked positions (Python's round(): halves to even)."""
+  return min(max_predictions_per_seq, max(1, int(round(row_len * masked_lm_prob))))
+
+
+def _python_engine(corpus: Corpus, st: Settings, ids: Ids) -> Instances:
+  """The algorithm with `random.Random`, draw for draw as the reference."""
+  rng = random.Random(st.random_seed)
+  so = corpus.sent_offsets.tolist()
+  stream = corpus.stream
+  docs = [tuple(d) for d in corpus.doc_bounds.tolist()]
+  rng.shuffle(docs)
+  n_docs = len(docs)
+  max_num = st.max_seq_length - 3
+  starts, lengths, nsl, counts, positions, inputs = [], [], [], [], [], []
+  for _ in range(st.dupe_factor):
+    for di in range(n_docs):
+      s0, s1 = docs[di]
+      n_sent = s1 - s0
+      target = max_num
+      if rng.random() < st.short_seq_prob:
+        target = rng.randint(2, max_num)
+      first, n_chunk, cur_len = 0, 0, 0
+      i = 0
+      while i < n_sent:
+        if n_chunk == 0:
+          first = i
+        n_chunk += 1
+        cur_len += so[s0 + i + 1] - so[s0 + i]
+        if i == n_sent - 1 or cur_len >= target:
+          a_end = 1
+          if n_chunk >= 2:
+            a_end = rng.randint(1, n_chunk - 1)
+          a0, a1 = so[s0 + first], so[s0 + first + a_end]
+          if n_chunk == 1 or rng.random() < 0.5:
+            is_random = 1
+            target_b = target - (a1 - a0)
+            for _ in range(10):
+              rdi = rng.randint(0, n_docs - 1)
+              if rdi != di:
+                break
+            r0, r1 = docs[rdi]
+            rs = rng.randint(0, r1 - r0 - 1)
+            b0 = b1 = so[r0 + rs]
+            for j in range(r0 + rs, r1):
+              b1 = so[j + 1]
+              if b1 - b0 >= target_b:
+                break
+            i -= n_chunk - a_end
+          else:
+            is_random = 0
+            b0, b1 = a1, so[s0 + first + n_chunk]
+          while (a1 - a0) + (b1 - b0) > max_num:
+            if a1 - a0 > b1 - b0:
+              if rng.random() < 0.5:
+                a0 += 1
+              else:
+                a1 -= 1
+            else:
+              if rng.random() < 0.5:
+                b0 += 1
+              else:
+                b1 -= 1
+          la, lb = a1 - a0, b1 - b0
+          row_len = la + lb + 3
+          cand = list(range(1, la + 1)) + list(range(la + 2, la + lb + 2))
+          rng.shuffle(cand)
+          picks = cand[:num_to_predict(row_len, st.masked_lm_prob, st.max_predictions_per_seq)]
+          chosen = []
+          for p in picks:
+            orig = int(stream[a0 + p - 1] if p <= la else stream[b0 + p - la - 2])
+            if rng.random() < 0.8:
+              tok = ids.mask
+            elif rng.random() < 0.5:
+              tok = orig
+            else:
+              tok = rng.randint(0, ids.vocab_size - 1)
+            chosen.append((p, tok))
+          chosen.sort()
+          starts.append((a0, b0)); lengths.append((la, lb)); nsl.append(is_random); counts.append(len(chosen))
+          positions.extend(p for p, _ in chosen); inputs.extend(t for _, t in chosen)
+          first, n_chunk, cur_len = 0, 0, 0
+        i += 1
+  order = list(range(len(nsl)))
+  rng.shuffle(order)
+  return _reorder(np.asarray(starts, np.int64).reshape(-1, 2), np.asarray(lengths, np.int64).reshape(-1, 2),
+                  np.asarray(nsl, np.int64), np.asarray(counts, np.int64), np.asarray(positions, np.int64),
+                  np.asarray(inputs, np.int64), np.asarray(order, np.int64))
+
+
+def _reorder(starts, lengths, nsl, counts, positions, inputs, order) -> Instances:
+  """Put instances (made in creation order) into the order `order` (the final shuffle)."""
+  old_off = np.zeros(len(counts) + 1, np.int64)
+  np.cumsum(counts, out=old_off[1:])
+  c = counts[order]
+  new_off = np.zeros(len(c) + 1, np.int64)
+  np.cumsum(c, out=new_off[1:])
+  gather = np.repeat(old_off[:-1][order] - new_off[:-1], c) + np.arange(new_off[-1], dtype=np.int64)
+  return Instances(starts=starts[order], lengths=lengths[order], nsl=nsl[order], pred_offsets=new_off,
+                   positions=positions[gather], inputs=inputs[gather])
+
+
+def available_engines() -> list[str]:
+  try:
+    import numba  # noqa: F401
+  except ImportError:
+    return ["python"]
+  return ["numba", "python"]
+
+
+def create_instances(corpus: Corpus, settings: Settings, ids: Ids, *, engine: str = "auto") -> Instances:
+  """All instances of one file, in the reference's final order. engine: 'auto', 'numba' or 'python'."""
+  settings.check()
+  if len(corpus.doc_bounds) == 0:
+    raise UserError(f"text file {corpus.path} has no document with any token: expected sentences, one per line, "
+                    "documents separated by blank lines; re-extract the corpus or remove the file from the inputs")
+  if engine == "auto":
+    engine = available_engines()[0]
+  if engine == "python":
+    return _python_engine(corpus, settings, ids)
+  if engine == "numba":
+    from mlperf_bert import _fastinst
+    return _fastinst.numba_engine(corpus, settings, ids)
+  raise ValueError(f"unknown engine {engine!r}")
