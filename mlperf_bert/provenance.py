@@ -1,0 +1,173 @@
+"""Provenance of a result log: one JSON record beside it that says what produced it, from which bytes.
+
+`write_provenance` records the resolved config and platform profile, the seed, the project's git commit and
+whether the tree was dirty, the versions of the software that matters, the md5 and sha256 of every input on
+the log's chain (downloads, manifest, vocab, bert_config, converted checkpoint, every shard, the eval set), the
+command line, host and platform, and the log's own hashes. `verify_provenance` re-hashes everything a record
+names and reports each difference; the audit of a workflow basedir calls it.
+"""
+from __future__ import annotations
+import datetime as _dt, getpass, hashlib, json, os, platform as _platform, socket, subprocess, sys
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any, Iterable
+
+import yaml
+
+from mlperf_bert.errors import UserError
+from mlperf_bert.fileio import atomic_path
+
+SCHEMA = "mlperf-bert/provenance/1"
+PACKAGES = ("mlperf-bert", "tinygrad", "numpy", "snakemake", "mlperf-logging", "gdown", "tensorflow", "tensorflow-cpu",
+            "tokenizers", "safetensors", "jsonschema", "pyyaml", "matplotlib")
+
+
+def hashes(path: str | os.PathLike, chunk: int = 1 << 22) -> dict[str, Any]:
+  """md5 and sha256 of a file in one read, and its size."""
+  md5, sha = hashlib.md5(), hashlib.sha256()
+  n = 0
+  with open(path, "rb") as f:
+    while block := f.read(chunk):
+      md5.update(block); sha.update(block); n += len(block)
+  return {"bytes": n, "md5": md5.hexdigest(), "sha256": sha.hexdigest()}
+
+
+def versions() -> dict[str, str]:
+  """Python and the installed versions of the packages that shape a result (those not installed are left out)."""
+  out = {"python": _platform.python_version()}
+  for name in PACKAGES:
+    try: out[name] = version(name)
+    except PackageNotFoundError: pass
+  return out
+
+
+def git_state(repo_dir: str | os.PathLike) -> dict[str, Any]:
+  """The repository's HEAD commit and whether tracked or untracked (not ignored) files differ from it."""
+  def git(*args):
+    return subprocess.run(["git", "-C", str(repo_dir), *args], capture_output=True, text=True, timeout=60)
+  try:
+    head = git("rev-parse", "HEAD")
+  except (OSError, subprocess.TimeoutExpired) as e:
+    return {"commit": None, "dirty": None, "error": f"git not usable: {e}"}
+  if head.returncode != 0:
+    return {"commit": None, "dirty": None, "error": head.stderr.strip() or "not a git repository"}
+  status = git("status", "--porcelain", "--untracked-files=normal")
+  changed = [l[3:] for l in status.stdout.splitlines() if l.strip()]
+  return {"commit": head.stdout.strip(), "dirty": bool(changed), "changed": changed[:50],
+          "changed_count": len(changed)}
+
+
+def host_info() -> dict[str, Any]:
+  try: user = getpass.getuser()
+  except Exception: user = None
+  return {"hostname": socket.gethostname(), "user": user, "platform": _platform.platform(),
+          "machine": _platform.machine(), "processor": _platform.processor(), "cpu_count": os.cpu_count(),
+          "python_executable": sys.executable}
+
+
+def _rel(path: Path, base: Path | None) -> str | None:
+  if base is None: return None
+  try: return str(path.resolve().relative_to(base.resolve()))
+  except ValueError: return None
+
+
+def file_record(path: str | os.PathLike, basedir: str | os.PathLike | None = None) -> dict[str, Any]:
+  p = Path(path)
+  if not p.is_file():
+    raise UserError(f"{p}: input of the provenance record not found; it must exist when the record is written")
+  rec = {"path": str(p), **hashes(p)}
+  r = _rel(p, Path(basedir) if basedir else None)
+  if r is not None: rec["basedir_path"] = r
+  return rec
+
+
+def load_profile(repo_dir: str | os.PathLike, platform: str) -> dict[str, Any] | None:
+  """profiles/<platform>/platform.yaml (with its sha256) if the repository has one."""
+  f = Path(repo_dir) / "profiles" / str(platform) / "platform.yaml"
+  if not f.is_file(): return None
+  return {"path": str(f), "sha256": hashes(f)["sha256"], "values": yaml.safe_load(f.read_text()) or {}}
+
+
+def build_record(*, log_path, inputs: dict[str, Iterable], config: dict, seed, platform: str, command,
+                 repo_dir, platform_profile: dict | None = None, extra: dict | None = None) -> dict[str, Any]:
+  basedir = config.get("basedir")
+  log_path = Path(log_path)
+  if not log_path.is_file():
+    raise UserError(f"{log_path}: result log not found; the provenance record describes an existing log")
+  rec = {
+    "schema": SCHEMA,
+    "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    "log": file_record(log_path, basedir),
+    "seed": int(seed) if str(seed).lstrip("-").isdigit() else seed,
+    "platform": platform,
+    "platform_profile": platform_profile if platform_profile is not None else load_profile(repo_dir, platform),
+    "config": config,
+    "git": git_state(repo_dir),
+    "versions": versions(),
+    "inputs": {group: [file_record(p, basedir) for p in (paths if isinstance(paths, (list, tuple)) else [paths])]
+               for group, paths in inputs.items()},
+    "command": list(command) if isinstance(command, (list, tuple)) else str(command),
+    "cwd": os.getcwd(),
+    "host": host_info(),
+  }
+  if extra: rec["extra"] = extra
+  return rec
+
+
+def write_provenance(out_path, *, log_path, inputs: dict[str, list], config: dict, seed, platform: str, command,
+                     repo_dir, platform_profile: dict | None = None, extra: dict | None = None) -> dict[str, Any]:
+  """Write the provenance record of `log_path` to `out_path` (atomically) and return it.
+
+  inputs: group name -> paths, e.g. {"downloads": [...], "shards": [...], "eval": [...], "checkpoint": [...]}.
+  config: the resolved workflow config (must be JSON-serialisable). command: argv list or a string.
+  """
+  rec = build_record(log_path=log_path, inputs=inputs, config=config, seed=seed, platform=platform, command=command,
+                     repo_dir=repo_dir, platform_profile=platform_profile, extra=extra)
+  try:
+    text = json.dumps(rec, indent=2, sort_keys=False, default=str) + "\n"
+  except (TypeError, ValueError) as e:
+    raise UserError(f"{out_path}: the provenance record is not JSON-serialisable ({e}); pass plain config values")
+  with atomic_path(out_path) as tmp:
+    tmp.write_text(text)
+  return rec
+
+
+def read_provenance(path: str | os.PathLike) -> dict[str, Any]:
+  try:
+    rec = json.loads(Path(path).read_text())
+  except (OSError, json.JSONDecodeError) as e:
+    raise UserError(f"{path}: not a readable provenance record ({e}); rebuild it with the workflow's provenance rule")
+  if not isinstance(rec, dict) or rec.get("schema") != SCHEMA:
+    raise UserError(f"{path}: not a {SCHEMA} record; rebuild it with the workflow's provenance rule")
+  return rec
+
+
+def locate(entry: dict, basedir: str | os.PathLike | None) -> Path:
+  """Where a recorded file is now: under `basedir` if it was recorded inside the basedir, else its path."""
+  if basedir is not None and entry.get("basedir_path"):
+    return Path(basedir) / entry["basedir_path"]
+  return Path(entry["path"])
+
+
+def verify_provenance(rec: dict, basedir: str | os.PathLike | None = None) -> list[tuple[str, str, str]]:
+  """Re-hash the log and every input a record names.
+
+  Returns (status, path, reason) per file: PASS when md5, sha256 and size match, FAIL when a file is missing or
+  differs. `basedir` relocates files recorded inside the run's basedir (so a moved tree still verifies).
+  """
+  out = []
+  entries = [("log", rec["log"])] + [(g, e) for g, es in rec.get("inputs", {}).items() for e in es]
+  for group, e in entries:
+    p = locate(e, basedir)
+    name = e.get("basedir_path") or e["path"]
+    if not p.is_file():
+      out.append(("FAIL", name, f"{group}: recorded file is missing ({p})"))
+      continue
+    h = hashes(p)
+    diffs = [k for k in ("bytes", "md5", "sha256") if e.get(k) != h[k]]
+    if diffs:
+      out.append(("FAIL", name, f"{group}: {', '.join(diffs)} differ from the provenance record "
+                  f"(sha256 now {h['sha256'][:12]}..., recorded {str(e.get('sha256'))[:12]}...)"))
+    else:
+      out.append(("PASS", name, f"{group}: md5 and sha256 match"))
+  return out

@@ -1,0 +1,29 @@
+# rule provenance: the JSON record beside a result log (config, versions, git, hashes of every input).
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(snakemake.scriptdir).parents[1]))
+from mlperf_bert.provenance import write_provenance
+from mlperf_bert.snakejob import job_log
+
+with job_log(snakemake.log[0]):
+    i = snakemake.input
+    rec = write_provenance(
+        snakemake.output[0],
+        log_path=i.log,
+        inputs={
+            "downloads": list(i.downloads),
+            "shards": list(i.shards),
+            "shard_sums": [i.shard_sums],
+            "eval": [i.eval],
+            "checkpoint": list(i.checkpoint),
+        },
+        config=snakemake.params.config,
+        seed=snakemake.wildcards.seed,
+        platform=snakemake.wildcards.platform,
+        command=snakemake.params.command,
+        repo_dir=snakemake.params.repo,
+        extra={"rule": snakemake.rule},
+    )
+    print(f"wrote {snakemake.output[0]}: {sum(len(v) for v in rec['inputs'].values())} inputs, "
+          f"git {rec['git'].get('commit')} dirty={rec['git'].get('dirty')}")
