@@ -149,11 +149,12 @@ def locate(entry: dict, basedir: str | os.PathLike | None) -> Path:
   return Path(entry["path"])
 
 
-def verify_provenance(rec: dict, basedir: str | os.PathLike | None = None) -> list[tuple[str, str, str]]:
+def verify_provenance(rec: dict, basedir: str | os.PathLike | None = None, hasher=hashes) -> list[tuple[str, str, str]]:
   """Re-hash the log and every input a record names.
 
   Returns (status, path, reason) per file: PASS when md5, sha256 and size match, FAIL when a file is missing or
-  differs. `basedir` relocates files recorded inside the run's basedir (so a moved tree still verifies).
+  differs. `basedir` relocates files recorded inside the run's basedir (so a moved tree still verifies);
+  `hasher(path) -> {bytes, md5, sha256}` lets a caller share one hashing pass between several checks.
   """
   out = []
   entries = [("log", rec["log"])] + [(g, e) for g, es in rec.get("inputs", {}).items() for e in es]
@@ -163,7 +164,7 @@ def verify_provenance(rec: dict, basedir: str | os.PathLike | None = None) -> li
     if not p.is_file():
       out.append(("FAIL", name, f"{group}: recorded file is missing ({p})"))
       continue
-    h = hashes(p)
+    h = hasher(p)
     diffs = [k for k in ("bytes", "md5", "sha256") if e.get(k) != h[k]]
     if diffs:
       out.append(("FAIL", name, f"{group}: {', '.join(diffs)} differ from the provenance record "

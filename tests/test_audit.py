@@ -142,3 +142,85 @@ def test_detect_kind(tmp_path, green):
   assert detect_kind(green) == "org" and detect_kind(green.parent) == "orgs"
   (tmp_path / "base" / "shards").mkdir(parents=True)
   assert detect_kind(tmp_path / "base") == "basedir"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# a finished workflow tree (built by hand here: real shards, sidecars, SHA256SUMS, a real log, its provenance)
+# ---------------------------------------------------------------------------------------------------------------
+REPO = Path(__file__).resolve().parents[1]
+
+
+def build_tree(tmp_path) -> tuple[Path, Path]:
+  """(basedir, configfile): a basedir as the workflow leaves it, for the checks that need no Snakemake run."""
+  import numpy as np
+  import yaml
+  from mlperf_bert.audit import current_config
+  from mlperf_bert.provenance import write_provenance
+  from mlperf_bert.shards import write_sha256sums, write_shard, write_sidecar
+  base = tmp_path / "run"
+  cfgfile = tmp_path / "config.yaml"
+  cfgfile.write_text(yaml.safe_dump({"basedir": str(base), "preprocessing": {**yaml.safe_load(
+    (REPO / "config.yaml").read_text())["preprocessing"], "dupe_factor": 10}}))
+  (base / "download").mkdir(parents=True)
+  for f in ("bert_config.json", "vocab.txt", "bert_reference_results_text_md5.txt"):
+    shutil.copy(REPO / "resources/demo" / f, base / "download" / f)
+  rng = np.random.default_rng(0)
+  def inst(n):
+    return [{"input_ids": rng.integers(5, 100, 16), "segment_ids": [0] * 8 + [1] * 8, "masked_lm_positions": [1, 9],
+             "masked_lm_ids": [7, 8], "next_sentence_label": i % 2} for i in range(n)]
+  sides = []
+  for t in ("part-00000-of-00002", "part-00001-of-00002"):
+    write_shard(base / "shards" / f"{t}.shard", inst(5), max_seq_length=16, max_predictions_per_seq=2)
+    sides.append(write_sidecar(base / "shards" / f"{t}.shard"))
+  write_sha256sums(base / "shards/SHA256SUMS", sides)
+  write_shard(base / "eval/eval.shard", inst(3), max_seq_length=16, max_predictions_per_seq=2)
+  write_sidecar(base / "eval/eval.shard")
+  log = base / "results/tinybox_green/result_bert_6505.log"
+  log.parent.mkdir(parents=True)
+  shutil.copy(DATA / "results/tinybox_green/bert/result_0.txt", log)
+  cfg = current_config(REPO, [str(cfgfile)], {})
+  write_provenance(log.with_name("result_bert_6505.provenance.json"), log_path=log, config=cfg, seed=6505,
+                   platform="tinybox_green", command=["snakemake"], repo_dir=REPO,
+                   inputs={"downloads": sorted((base / "download").iterdir()),
+                           "shards": sorted((base / "shards").glob("*.shard")), "eval": [base / "eval/eval.shard"]})
+  return base, cfgfile
+
+
+def _basedir_audit(base, cfgfile, capsys):
+  rc = cli.main(["audit", str(base), "--no-dry-run", "--configfile", str(cfgfile), "--ruleset", "4.1.0"])
+  out = capsys.readouterr()
+  assert "Traceback" not in out.out + out.err
+  return rc, out.out
+
+
+def test_clean_tree_passes(tmp_path, capsys):
+  base, cfgfile = build_tree(tmp_path)
+  before = tree_digest(base)
+  rc, out = _basedir_audit(base, cfgfile, capsys)
+  assert rc == 0, out
+  assert re.search(r"PASS\s+checksums\s+shards, eval\s+2 shard\(s\) and 1 eval set", out)
+  assert re.search(r"PASS\s+provenance\s+results/tinybox_green/result_bert_6505.log\s+log and 6 input files match", out)
+  assert re.search(r"PASS\s+config", out) and re.search(r"SKIP\s+dry run", out)
+  assert tree_digest(base) == before
+
+
+@pytest.mark.parametrize("victim", ["shards/part-00001-of-00002.shard", "results/tinybox_green/result_bert_6505.log",
+                                    "eval/eval.shard", "download/vocab.txt"])
+def test_one_changed_byte_fails_and_is_named(tmp_path, capsys, victim):
+  base, cfgfile = build_tree(tmp_path)
+  f = base / victim
+  data = bytearray(f.read_bytes()); data[-3] ^= 0x01; f.write_bytes(bytes(data))
+  rc, out = _basedir_audit(base, cfgfile, capsys)
+  assert rc == 1
+  fails = [l for l in out.splitlines() if l.startswith("FAIL")]
+  assert fails and all(victim in l for l in fails), fails
+  if victim.endswith(".shard"):
+    assert any(l.split()[1] == "checksums" for l in fails) and any(l.split()[1] == "provenance" for l in fails)
+
+
+def test_changed_config_fails_and_is_named(tmp_path, capsys):
+  base, cfgfile = build_tree(tmp_path)
+  cfgfile.write_text(cfgfile.read_text().replace("dupe_factor: 10", "dupe_factor: 11"))
+  rc, out = _basedir_audit(base, cfgfile, capsys)
+  assert rc == 1
+  assert re.search(r"FAIL\s+config\s+.*preprocessing\.dupe_factor: recorded 10, now 11", out)
