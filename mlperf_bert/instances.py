@@ -16,7 +16,7 @@ MT19937, draws raw 32-bit words in bulk and replays `random()`, `randint()` and 
 compiled code (see mlperf_bert/_fastinst.py). Both give the same instances (tests check this).
 """
 from __future__ import annotations
-import math, random
+import random, sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -95,9 +95,11 @@ def special_ids(vocab: dict[str, int]) -> Ids:
 
 # ---------------------------------------------------------------------------------------------- reading
 
-def tokenize_corpus(text_path, tokenizer: Tokenizer, *, progress: Callable[[int], None] | None = None,
+def tokenize_corpus(text_path, tokenizer: Tokenizer, *, progress: Callable[[int, int], None] | None = None,
                     chunk_lines: int = 16384) -> Corpus:
-  """Read and tokenize one text file as the reference does (documents split on blank lines)."""
+  """Read and tokenize one text file as the reference does (documents split on blank lines).
+
+  progress(lines_done, lines_total) is called after each chunk of lines."""
   text_path = Path(text_path)
   text, dropped = read_text(text_path)
   n_bytes = text_path.stat().st_size
@@ -121,7 +123,7 @@ def tokenize_corpus(text_path, tokenizer: Tokenizer, *, progress: Callable[[int]
         sent_lens.append(len(toks))
         parts.append(np.asarray(toks, dtype=np.int32))
     if progress is not None:
-      progress(sum(len(l) for l in lines[s:s + chunk_lines]) + min(chunk_lines, len(lines) - s))
+      progress(min(s + chunk_lines, len(lines)), len(lines))
   if len(sent_lens) > doc_open:
     doc_bounds.append((doc_open, len(sent_lens)))
   stream = np.concatenate(parts) if parts else np.zeros(0, np.int32)
@@ -260,3 +262,88 @@ def create_instances(corpus: Corpus, settings: Settings, ids: Ids, *, engine: st
     from mlperf_bert import _fastinst
     return _fastinst.numba_engine(corpus, settings, ids)
   raise ValueError(f"unknown engine {engine!r}")
+
+
+# ---------------------------------------------------------------------------------------------- text -> shard
+
+def _settings(max_seq_length, max_predictions_per_seq, masked_lm_prob, short_seq_prob, random_seed,
+              dupe_factor) -> Settings:
+  st = Settings(int(max_seq_length), int(max_predictions_per_seq), float(masked_lm_prob), float(short_seq_prob),
+                int(random_seed), int(dupe_factor))
+  st.check()
+  return st
+
+
+def make_instances(text_path, vocab_path, settings: Settings, *, engine: str = "auto", progress: bool = False,
+                   tokenizer: Tokenizer | None = None) -> tuple[Corpus, Instances, Ids]:
+  """Tokenize one text file and create its instances (reference order). progress: a tqdm bar on stderr."""
+  from mlperf_bert.tokenizer import load_vocab
+  settings.check()
+  if tokenizer is None:
+    tokenizer = Tokenizer(load_vocab(vocab_path))
+  ids = special_ids(tokenizer.vocab)
+  text_path = Path(text_path)
+  try:
+    size = text_path.stat().st_size
+  except OSError as e:
+    raise UserError(f"cannot read text file {text_path}: {e.strerror}; check the path or re-extract the corpus") from None
+  if size == 0:
+    raise UserError(f"text file {text_path} is empty: expected sentences, one per line, documents separated by "
+                    "blank lines; re-extract the corpus (its md5 manifest should have caught this)")
+  bar = None
+  if progress:
+    from tqdm import tqdm
+    bar = tqdm(total=0, unit=" lines", desc=f"tokenize {text_path.name}", leave=False, file=sys.stderr)
+
+  def tick(done: int, total: int) -> None:
+    bar.total = total
+    bar.update(done - bar.n)
+
+  try:
+    corpus = tokenize_corpus(text_path, tokenizer, progress=tick if bar is not None else None)
+  finally:
+    if bar is not None:
+      bar.close()
+  return corpus, create_instances(corpus, settings, ids, engine=engine), ids
+
+
+def write_instances(out_path, corpus: Corpus, inst: Instances, settings: Settings, ids: Ids) -> dict:
+  """Write instances as a framed span shard (atomic) and its .sha256 sidecar; returns the shard stats."""
+  from mlperf_bert.shards import write_shard_arrays, write_sidecar
+  stats = write_shard_arrays(out_path, stream=corpus.stream, starts=inst.starts, lengths=inst.lengths, nsl=inst.nsl,
+                             pred_offsets=inst.pred_offsets, positions=inst.positions, inputs=inst.inputs,
+                             max_seq_length=settings.max_seq_length,
+                             max_predictions_per_seq=settings.max_predictions_per_seq, framed=True,
+                             cls_id=ids.cls, sep_id=ids.sep)
+  write_sidecar(out_path)
+  return stats
+
+
+def summary_line(stats: dict) -> str:
+  return (f"{stats['output']}: {stats['instances']} instances, {stats['tokens']} tokens, {stats['bytes']} bytes "
+          f"({stats['bytes'] / max(stats['text_bytes'], 1):.2f}x the text's {stats['text_bytes']}), "
+          f"{stats['dropped_bytes']} invalid UTF-8 bytes dropped, {stats['cpu_seconds']:.2f} CPU s")
+
+
+def build_shard(text_path, vocab_path, out_path, *, max_seq_length: int = 512, max_predictions_per_seq: int = 76,
+                masked_lm_prob: float = 0.15, short_seq_prob: float = 0.1, random_seed: int = 12345,
+                dupe_factor: int = 10, engine: str = "auto", progress: bool = False,
+                log: Callable[[str], None] | None = print) -> dict:
+  """One topic's text -> its shard (and `<shard>.sha256`), identical in content to the reference's TFRecord.
+
+  Returns stats: output, instances, tokens, predictions, bytes, text_bytes, dropped_bytes, documents,
+  sentences, cpu_seconds. `log` gets the summary line (and a warning if invalid UTF-8 bytes were dropped).
+  """
+  import time
+  t0 = time.process_time()
+  st = _settings(max_seq_length, max_predictions_per_seq, masked_lm_prob, short_seq_prob, random_seed, dupe_factor)
+  corpus, inst, ids = make_instances(text_path, vocab_path, st, engine=engine, progress=progress)
+  stats = write_instances(out_path, corpus, inst, st, ids)
+  stats.update(output=str(out_path), text_bytes=corpus.text_bytes, dropped_bytes=corpus.dropped_bytes,
+               documents=len(corpus.doc_bounds), sentences=len(corpus.sent_offsets) - 1,
+               cpu_seconds=time.process_time() - t0)
+  if log is not None:
+    if corpus.dropped_bytes:
+      log(f"warning: {text_path}: dropped {corpus.dropped_bytes} bytes that are not valid UTF-8 (as the reference does)")
+    log(summary_line(stats))
+  return stats
