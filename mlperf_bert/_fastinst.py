@@ -240,6 +240,8 @@ def _shuffle(words: _Words, st, a: np.ndarray) -> None:
 
 def numba_engine(corpus: Corpus, s: Settings, ids: Ids) -> Instances:
   tokens, D = len(corpus.stream), len(corpus.doc_bounds)
+  if max(D, ids.vocab_size, s.max_seq_length) >= 2**31:  # _randbelow here draws one 32-bit word per try
+    raise ValueError("numba engine: more than 2**31 documents or vocab entries; use engine='python'")
   est = int(s.dupe_factor * (2.6 * tokens + 40 * D)) + 4 * D + 65536
   words = _Words(s.random_seed, min(est, 1 << 23))
   st = np.zeros(4, np.int64)
