@@ -35,3 +35,31 @@ rule provenance:
         mem_mb=300,
     script:
         "../workflow/scripts/provenance.py"
+
+
+def submission_seeds(wildcards=None):
+    """The seeds whose logs go into the package: config key `seeds` (the lead's training config), else 0..9."""
+    return list(config.get("seeds", range(10)))
+
+
+rule submission:
+    input:
+        logs=lambda w: expand(B("results/{platform}/result_bert_{seed}.log"), platform=w.platform,
+                              seed=submission_seeds()),
+        provenance=lambda w: expand(B("results/{platform}/result_bert_{seed}.provenance.json"),
+                                    platform=w.platform, seed=submission_seeds()),
+    output:
+        score=B("submission/{org}.{platform}.score.json"),
+    params:
+        out=B("submission"),
+        system_json=lambda w: str(REPO / "profiles" / w.platform / "system.json"),
+        command=lambda w: " ".join(_sys.argv),
+        ruleset=config.get("mlperf_ruleset", "5.0.0"),
+    log:
+        B("logs/submission/{org}.{platform}.log"),
+    conda:
+        "../envs/audit.yaml"
+    resources:
+        mem_mb=500,
+    script:
+        "../workflow/scripts/submission.py"
