@@ -63,3 +63,67 @@ rule submission:
         mem_mb=500,
     script:
         "../workflow/scripts/submission.py"
+
+
+# Snakemake's report (`snakemake --report report.html`): add these outputs to a target to include them.
+rule report_run:
+    input:
+        log=B("results/{platform}/result_bert_{seed}.log"),
+    output:
+        report(
+            B("report/{platform}/run_{seed}.png"),
+            caption="../workflow/report/run.rst",
+            category="Training",
+            subcategory="{platform}",
+            labels={"platform": "{platform}", "seed": "{seed}", "figure": "curves"},
+        ),
+    params:
+        # the trainer's job log, which holds its per-step lines (read if present)
+        step_log=lambda w: B(f"logs/train/{w.platform}/{w.seed}.log"),
+    log:
+        B("logs/report_run/{platform}/{seed}.log"),
+    conda:
+        "../envs/audit.yaml"
+    resources:
+        mem_mb=400,
+    script:
+        "../workflow/scripts/report_run.py"
+
+
+rule report_shards:
+    input:
+        shards=all_shards,
+    output:
+        report(B("report/shards.png"), caption="../workflow/report/shards.rst", category="Data",
+               labels={"figure": "shards per topic"}),
+    log:
+        B("logs/report_shards/report_shards.log"),
+    conda:
+        "../envs/audit.yaml"
+    resources:
+        mem_mb=400,
+    script:
+        "../workflow/scripts/report_shards.py"
+
+
+rule report_audit:
+    input:
+        logs=lambda w: sorted(str(p) for p in Path(BASEDIR).glob("results/*/result_bert_*.log")),
+        provenance=lambda w: [str(p)[:-len(".log")] + ".provenance.json"
+                              for p in Path(BASEDIR).glob("results/*/result_bert_*.log")],
+        sums=B("shards/SHA256SUMS"),
+    output:
+        report(B("report/audit.html"), caption="../workflow/report/audit.rst", category="Audit",
+               labels={"table": "audit"}),
+    params:
+        basedir=BASEDIR,
+        repo=str(REPO),
+        ruleset=config.get("mlperf_ruleset", "5.0.0"),
+    log:
+        B("logs/report_audit/report_audit.log"),
+    conda:
+        "../envs/audit.yaml"
+    resources:
+        mem_mb=500,
+    script:
+        "../workflow/scripts/report_audit.py"
