@@ -1,15 +1,14 @@
 """Compiled instance engine: the algorithm of `instances._python_engine`, draw for draw, in numba.
 
-Python's `random.Random(seed)` is a Mersenne Twister (MT19937); its state (624 words + position) is copied into
-numpy's MT19937, which then yields the same raw 32-bit words in bulk. The compiled code replays what CPython
-does with them:
+Python's `random.Random(seed)` is a Mersenne Twister (MT19937). Its state (624 words + position, from
+`getstate()`) is copied into an array and the generator is run here, in compiled code, exactly as CPython's
+`genrand_uint32` runs it; on top of it the code replays what CPython does with the words:
   random()          two words a, b: ((a >> 5) * 2**26 + (b >> 6)) / 2**53
   getrandbits(k)    one word >> (32 - k)                          (k <= 32)
   _randbelow(n)     k = n.bit_length(); r = getrandbits(k) until r < n
   randint(a, b)     a + _randbelow(b - a + 1)
   shuffle(x)        for i = len(x)-1 .. 1: j = _randbelow(i + 1); swap x[i], x[j]
-A draw past the end of the word buffer sets a flag; the driver then rolls the document back, appends more
-words and runs it again, so the result never depends on buffer sizes.
+tests/test_instances.py checks this against `random.Random` draw for draw.
 """
 from __future__ import annotations
 import random
@@ -17,26 +16,40 @@ import random
 import numpy as np
 from numba import njit
 
-from mlperf_bert.instances import Corpus, Ids, Instances, Settings, _reorder, num_to_predict
+from mlperf_bert.instances import Corpus, Ids, Instances, Settings, num_to_predict
 
-# state array slots
-CUR, OVERFLOW, N, P = 0, 1, 2, 3
+# st (int64 array) slots: MT position, instances written, predictions written
+POS, N, P = 0, 1, 2
+_N624, _M397 = 624, 397
+
+
+# Every helper is inlined and none calls a function: in numba a call that passes arrays costs reference
+# counting on each call, which made the per-word cost ten times higher.
+@njit(cache=True, inline="always")
+def _word(mt, st):
+  """CPython's genrand_uint32: the next tempered word (twisting the 624-word state when it is used up)."""
+  i = st[POS]
+  if i >= _N624:
+    for k in range(_N624):
+      y = (mt[k] & 0x80000000) | (mt[(k + 1) % _N624] & 0x7FFFFFFF)
+      v = mt[(k + _M397) % _N624] ^ (y >> 1)
+      if y & 1:
+        v ^= 0x9908B0DF
+      mt[k] = v
+    i = 0
+  y = mt[i]
+  st[POS] = i + 1
+  y ^= y >> 11
+  y ^= (y << 7) & 0x9D2C5680
+  y ^= (y << 15) & 0xEFC60000
+  y ^= y >> 18
+  return y
 
 
 @njit(cache=True, inline="always")
-def _word(words, st):
-  c = st[CUR]
-  if c >= words.shape[0]:
-    st[OVERFLOW] = 1
-    return 0
-  st[CUR] = c + 1
-  return words[c]
-
-
-@njit(cache=True, inline="always")
-def _random(words, st):
-  a = _word(words, st) >> 5
-  b = _word(words, st) >> 6
+def _random(mt, st):
+  a = _word(mt, st) >> 5
+  b = _word(mt, st) >> 6
   return (a * 67108864.0 + b) * (1.0 / 9007199254740992.0)
 
 
@@ -50,62 +63,77 @@ def _bit_length(n):
 
 
 @njit(cache=True, inline="always")
-def _randbelow(words, st, n):
+def _randbelow(mt, st, n):
   shift = 32 - _bit_length(n)
   while True:
-    r = _word(words, st) >> shift
-    if r < n or st[OVERFLOW]:
+    r = _word(mt, st) >> shift
+    if r < n:
       return r
 
 
+@njit(cache=True, inline="always")
+def _shuffle(mt, st, x):
+  """Python's shuffle of the 1-D array x, in place."""
+  m = x.shape[0]
+  if m < 2:
+    return
+  shift = 32 - _bit_length(m)
+  for i in range(m - 1, 0, -1):
+    n = i + 1
+    if (n << shift) < 0x80000000:  # n.bit_length() dropped by one
+      shift += 1
+    while True:
+      r = _word(mt, st) >> shift
+      if r < n:
+        break
+    t = x[i]
+    x[i] = x[r]
+    x[r] = t
+
+
 @njit(cache=True)
-def draw_ops(words, st, ops, args):
-  """Test hook: replay a list of operations (0 random, 1 randint(args), 2 shuffle(range(args))) -> flat results."""
+def shuffle(mt, st, x):
+  """Python's shuffle of the 1-D array x, in place (callable from Python)."""
+  _shuffle(mt, st, x)
+
+
+@njit(cache=True)
+def draw_ops(mt, st, ops, args):
+  """Test hook: replay operations (0 random(), 1 randint(*args), 2 shuffle(range(args[0]))) -> flat results."""
   out = []
   for i in range(ops.shape[0]):
     if ops[i] == 0:
-      out.append(_random(words, st))
+      out.append(_random(mt, st))
     elif ops[i] == 1:
-      out.append(float(args[i, 0] + _randbelow(words, st, args[i, 1] - args[i, 0] + 1)))
+      out.append(float(args[i, 0] + _randbelow(mt, st, args[i, 1] - args[i, 0] + 1)))
     else:
-      m = args[i, 0]
-      x = np.arange(m)
-      for k in range(m - 1, 0, -1):
-        j = _randbelow(words, st, k + 1)
-        t = x[k]; x[k] = x[j]; x[j] = t
-      for k in range(m):
+      x = np.arange(args[i, 0])
+      _shuffle(mt, st, x)
+      for k in range(x.shape[0]):
         out.append(float(x[k]))
+  out.append(float(_word(mt, st)))  # where the stream stands afterwards
   return np.array(out)
 
 
 @njit(cache=True)
-def _shuffle_rows(words, st, a):
-  for i in range(a.shape[0] - 1, 0, -1):
-    j = _randbelow(words, st, i + 1)
-    for c in range(a.shape[1]):
-      t = a[i, c]; a[i, c] = a[j, c]; a[j, c] = t
-
-
-@njit(cache=True)
-def _run(words, st, so, docs, stream, ntp, pos0, max_seq_length, short_seq_prob, dupe_factor, mask_id, vocab_size,
+def _run(mt, st, so, docs, stream, ntp, max_seq_length, short_seq_prob, dupe_factor, mask_id, vocab_size,
          o_starts, o_lengths, o_nsl, o_counts, o_pos, o_inp, max_pred):
-  """Make instances from document position pos0 = dupe * D + doc onward. Returns (status, position):
-  status 0 = all done, 1 = word buffer ran out (that document rolled back), 2 = output arrays too small."""
+  """Make every instance (creation order) into the o_* columns. Returns False if they are too small (the
+  driver grows them and calls again from scratch with the MT state it saved)."""
   n_docs = docs.shape[0]
   max_num = max_seq_length - 3
   cand = np.empty(max_seq_length, np.int64)
   pick_pos = np.empty(max_pred, np.int64)
   pick_tok = np.empty(max_pred, np.int64)
-  for pos in range(pos0, dupe_factor * n_docs):
+  for pos in range(dupe_factor * n_docs):
     di = pos % n_docs
     s0 = docs[di, 0]
     n_sent = docs[di, 1] - s0
     if o_nsl.shape[0] - st[N] < n_sent or o_pos.shape[0] - st[P] < n_sent * max_pred:
-      return 2, pos
-    save_cur, save_n, save_p = st[CUR], st[N], st[P]
+      return False
     target = max_num
-    if _random(words, st) < short_seq_prob:
-      target = 2 + _randbelow(words, st, max_num - 1)
+    if _random(mt, st) < short_seq_prob:
+      target = 2 + _randbelow(mt, st, max_num - 1)
     first = 0
     n_chunk = 0
     cur_len = 0
@@ -118,20 +146,20 @@ def _run(words, st, so, docs, stream, ntp, pos0, max_seq_length, short_seq_prob,
       if i == n_sent - 1 or cur_len >= target:
         a_end = 1
         if n_chunk >= 2:
-          a_end = 1 + _randbelow(words, st, n_chunk - 1)
+          a_end = 1 + _randbelow(mt, st, n_chunk - 1)
         a0 = so[s0 + first]
         a1 = so[s0 + first + a_end]
-        if n_chunk == 1 or _random(words, st) < 0.5:
+        if n_chunk == 1 or _random(mt, st) < 0.5:
           is_random = 1
           target_b = target - (a1 - a0)
           rdi = 0
           for _ in range(10):
-            rdi = _randbelow(words, st, n_docs)
+            rdi = _randbelow(mt, st, n_docs)
             if rdi != di:
               break
           r0 = docs[rdi, 0]
           r1 = docs[rdi, 1]
-          rs = _randbelow(words, st, r1 - r0)
+          rs = _randbelow(mt, st, r1 - r0)
           b0 = so[r0 + rs]
           b1 = b0
           for j in range(r0 + rs, r1):
@@ -145,12 +173,12 @@ def _run(words, st, so, docs, stream, ntp, pos0, max_seq_length, short_seq_prob,
           b1 = so[s0 + first + n_chunk]
         while (a1 - a0) + (b1 - b0) > max_num:
           if a1 - a0 > b1 - b0:
-            if _random(words, st) < 0.5:
+            if _random(mt, st) < 0.5:
               a0 += 1
             else:
               a1 -= 1
           else:
-            if _random(words, st) < 0.5:
+            if _random(mt, st) < 0.5:
               b0 += 1
             else:
               b1 -= 1
@@ -163,21 +191,18 @@ def _run(words, st, so, docs, stream, ntp, pos0, max_seq_length, short_seq_prob,
         for p in range(la + 2, la + lb + 2):
           cand[m] = p
           m += 1
-        for k in range(m - 1, 0, -1):
-          j = _randbelow(words, st, k + 1)
-          t = cand[k]; cand[k] = cand[j]; cand[j] = t
+        _shuffle(mt, st, cand[:m])
         num = min(ntp[la + lb + 3], m)
         for q in range(num):
           p = cand[q]
           orig = stream[a0 + p - 1] if p <= la else stream[b0 + p - la - 2]
-          if _random(words, st) < 0.8:
+          if _random(mt, st) < 0.8:
             tok = mask_id
-          elif _random(words, st) < 0.5:
+          elif _random(mt, st) < 0.5:
             tok = orig
           else:
-            tok = _randbelow(words, st, vocab_size)
-          # insertion sort by position as we go
-          r = q
+            tok = _randbelow(mt, st, vocab_size)
+          r = q  # insertion sort by position as we go
           while r > 0 and pick_pos[r - 1] > p:
             pick_pos[r] = pick_pos[r - 1]
             pick_tok[r] = pick_tok[r - 1]
@@ -200,80 +225,71 @@ def _run(words, st, so, docs, stream, ntp, pos0, max_seq_length, short_seq_prob,
         n_chunk = 0
         cur_len = 0
       i += 1
-    if st[OVERFLOW]:
-      st[CUR], st[N], st[P], st[OVERFLOW] = save_cur, save_n, save_p, 0
-      return 1, pos
-  return 0, dupe_factor * n_docs
+  return True
 
 
-class _Words:
-  """Raw MT19937 words continuing a `random.Random(seed)` stream, held in a growing buffer."""
+@njit(cache=True)
+def _reorder(order, starts, lengths, nsl, counts, pos, inp, r_starts, r_lengths, r_nsl, r_off, r_pos, r_inp):
+  """Columns in `order` (the final shuffle), written into the r_* arrays."""
+  n = order.shape[0]
+  off = np.zeros(n + 1, np.int64)
+  for i in range(n):
+    off[i + 1] = off[i] + counts[i]
+  r_off[0] = 0
+  for k in range(n):
+    i = order[k]
+    r_starts[k, 0] = starts[i, 0]
+    r_starts[k, 1] = starts[i, 1]
+    r_lengths[k, 0] = lengths[i, 0]
+    r_lengths[k, 1] = lengths[i, 1]
+    r_nsl[k] = nsl[i]
+    c = counts[i]
+    o = r_off[k]
+    for q in range(c):
+      r_pos[o + q] = pos[off[i] + q]
+      r_inp[o + q] = inp[off[i] + q]
+    r_off[k + 1] = o + c
 
-  def __init__(self, seed: int, chunk: int):
-    state = random.Random(seed).getstate()[1]
-    self.gen = np.random.MT19937()
-    self.gen.state = {"bit_generator": "MT19937",
-                      "state": {"key": np.asarray(state[:624], dtype=np.uint32), "pos": int(state[624])}}
-    self.chunk = int(chunk)
-    self.buf = self.gen.random_raw(self.chunk).astype(np.int64)
 
-  def refill(self, st) -> None:
-    """Drop words before the cursor, append a fresh chunk."""
-    self.buf = np.concatenate([self.buf[st[CUR]:], self.gen.random_raw(self.chunk).astype(np.int64)])
-    st[CUR] = 0
-    st[OVERFLOW] = 0
-
-
-def _shuffle(words: _Words, st, a: np.ndarray) -> None:
-  """Python's shuffle on the rows of `a` (in place), refilling on overflow."""
-  while True:
-    save = st[CUR]
-    work = a.copy()
-    _shuffle_rows(words.buf, st, work)
-    if not st[OVERFLOW]:
-      a[...] = work
-      return
-    st[CUR] = save
-    st[OVERFLOW] = 0
-    words.refill(st)
+def mt_state(seed: int):
+  """(mt, st): the MT19937 state of `random.Random(seed)` as arrays for the compiled code."""
+  state = random.Random(seed).getstate()[1]
+  mt = np.asarray(state[:624], dtype=np.int64)
+  st = np.zeros(3, np.int64)
+  st[POS] = state[624]
+  return mt, st
 
 
 def numba_engine(corpus: Corpus, s: Settings, ids: Ids) -> Instances:
   tokens, D = len(corpus.stream), len(corpus.doc_bounds)
   if max(D, ids.vocab_size, s.max_seq_length) >= 2**31:  # _randbelow here draws one 32-bit word per try
     raise ValueError("numba engine: more than 2**31 documents or vocab entries; use engine='python'")
-  est = int(s.dupe_factor * (2.6 * tokens + 40 * D)) + 4 * D + 65536
-  words = _Words(s.random_seed, min(est, 1 << 23))
-  st = np.zeros(4, np.int64)
-  docs = corpus.doc_bounds.astype(np.int64).copy()
-  _shuffle(words, st, docs)
+  mt, st = mt_state(s.random_seed)
+  perm = np.arange(D, dtype=np.int64)
+  shuffle(mt, st, perm)
+  docs = corpus.doc_bounds.astype(np.int64)[perm]
   so = corpus.sent_offsets.astype(np.int64)
-  stream = corpus.stream.astype(np.int32)
+  stream = corpus.stream
   ntp = np.array([num_to_predict(L, s.masked_lm_prob, s.max_predictions_per_seq)
                   for L in range(s.max_seq_length + 1)], dtype=np.int64)
-  cap = max(1024, int(s.dupe_factor * (tokens / max(s.max_seq_length - 3, 1) * 1.5 + D)))
-  pcap = max(cap * 8, int(s.dupe_factor * tokens * min(1.0, s.masked_lm_prob * 1.2)) + 1024)
-  cols = None
-  pos = 0
+  cap = max(1024, int(s.dupe_factor * (tokens / max(s.max_seq_length - 3, 1) * 1.3 + D * 1.2)))
+  pcap = max(1024, int(s.dupe_factor * (tokens + 3 * D) * min(1.0, s.masked_lm_prob * 1.1)) + 64 * cap // 8)
+  saved = (mt.copy(), st.copy())
   while True:
-    if cols is None:
-      cols = [np.zeros((cap, 2), np.int64), np.zeros((cap, 2), np.int64), np.zeros(cap, np.int64),
-              np.zeros(cap, np.int64), np.zeros(pcap, np.int64), np.zeros(pcap, np.int64)]
-    status, pos = _run(words.buf, st, so, docs, stream, ntp, pos, s.max_seq_length, s.short_seq_prob,
-                       s.dupe_factor, ids.mask, ids.vocab_size, *cols, s.max_predictions_per_seq)
-    if status == 0:
+    cols = [np.zeros((cap, 2), np.int64), np.zeros((cap, 2), np.int32), np.zeros(cap, np.int8),
+            np.zeros(cap, np.int32), np.zeros(pcap, np.int32), np.zeros(pcap, np.int32)]
+    if _run(mt, st, so, docs, stream, ntp, s.max_seq_length, s.short_seq_prob, s.dupe_factor, ids.mask,
+            ids.vocab_size, *cols, s.max_predictions_per_seq):
       break
-    if status == 1:
-      words.refill(st)
-    else:  # grow the output arrays, keeping what is there
-      cap, pcap = cap * 2, pcap * 2
-      grown = [np.zeros((cap, 2), np.int64), np.zeros((cap, 2), np.int64), np.zeros(cap, np.int64),
-               np.zeros(cap, np.int64), np.zeros(pcap, np.int64), np.zeros(pcap, np.int64)]
-      for g, c in zip(grown, cols):
-        g[:len(c)] = c
-      cols = grown
+    cap, pcap = cap * 2, pcap * 2  # rare: start again, from the saved generator state, with room to spare
+    mt, st = saved[0].copy(), saved[1].copy()
   n, p = int(st[N]), int(st[P])
   starts, lengths, nsl, counts, positions, inputs = cols
-  order = np.arange(n, dtype=np.int64).reshape(-1, 1)
-  _shuffle(words, st, order)
-  return _reorder(starts[:n], lengths[:n], nsl[:n], counts[:n], positions[:p], inputs[:p], order[:, 0])
+  order = np.arange(n, dtype=np.int64)
+  shuffle(mt, st, order)
+  out = Instances(starts=np.empty((n, 2), np.int64), lengths=np.empty((n, 2), np.int32), nsl=np.empty(n, np.int8),
+                  pred_offsets=np.empty(n + 1, np.int64), positions=np.empty(p, np.uint16),
+                  inputs=np.empty(p, np.int32))
+  _reorder(order, starts, lengths, nsl, counts, positions, inputs, out.starts, out.lengths, out.nsl,
+           out.pred_offsets, out.positions, out.inputs)
+  return out
