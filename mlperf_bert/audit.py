@@ -726,10 +726,13 @@ def check_provenance(audit: Audit, base: Path, log_path: Path, now_cfg: dict | N
 def audit_basedir(path: str | os.PathLike, *, ruleset: str = DEFAULT_RULESET, strict: bool = False,
                   workflow_dir: str | os.PathLike | None = None, workdir: str | os.PathLike | None = None,
                   configfiles: list[str] | None = None, config: list[str] | None = None,
-                  dry_run: bool = True) -> Audit:
+                  dry_run: bool = True, resolved_config: dict | None = None) -> Audit:
   """Audit a finished workflow tree: Snakemake's dry run (what would run, and why), every shard against
   SHA256SUMS and its sidecar, every result log against its provenance record (and the record's config against
-  the current one), and the log checks on every result log; a submission package under it is audited too."""
+  the current one), and the log checks on every result log; a submission package under it is audited too.
+
+  resolved_config: the config as Snakemake resolved it (from inside a workflow job); otherwise it is rebuilt from
+  the workflow's config.yaml, `configfiles` and the `config` KEY=VALUE overrides."""
   from mlperf_bert.provenance import git_state
   base = Path(path)
   audit = Audit(str(base), "basedir", ruleset, strict)
@@ -743,7 +746,9 @@ def audit_basedir(path: str | os.PathLike, *, ruleset: str = DEFAULT_RULESET, st
     if not sep: raise UserError(f"--config {item!r}: expected KEY=VALUE")
     overrides[k] = v
   now_cfg = None
-  if (wf / "Snakefile").is_file():
+  if resolved_config is not None:
+    now_cfg = dict(resolved_config)
+  elif (wf / "Snakefile").is_file():
     now_cfg = current_config(wf, configfiles, overrides)
     cb = now_cfg.get("basedir")
     if "basedir" not in overrides and not (cb and (wd / cb).resolve() == base.resolve()):
@@ -771,7 +776,8 @@ def audit_basedir(path: str | os.PathLike, *, ruleset: str = DEFAULT_RULESET, st
     else:
       for j in jobs[:40]:
         subj = j["rule"] + (f" ({j['wildcards']})" if j["wildcards"] else "")
-        audit.add("FAIL", "dry run", subj, f"would run: {j['reason'] or 'no reason given'}")
+        reason = j["reason"] or "no reason given"
+        audit.add("FAIL", "dry run", subj, "would run: " + (reason if len(reason) < 400 else reason[:400] + " ..."))
       if len(jobs) > 40:
         audit.add("FAIL", "dry run", "...", f"{len(jobs) - 40} more jobs would run")
   # 2. checksums; 3. provenance; 4. the logs themselves

@@ -1,5 +1,5 @@
 # rule provenance: the JSON record beside a result log (config, versions, git, hashes of every input).
-import sys
+import json, os, sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parents[1]))
@@ -21,7 +21,7 @@ with job_log(snakemake.log[0]):
         config=snakemake.params.config,
         seed=snakemake.wildcards.seed,
         platform=snakemake.wildcards.platform,
-        command=snakemake.params.command,
+        command=json.loads(os.environ.get("MLPERF_BERT_COMMAND", "null")) or "(not recorded)",
         repo_dir=snakemake.params.repo,
         extra={"rule": snakemake.rule},
     )

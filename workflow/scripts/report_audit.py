@@ -9,6 +9,7 @@ from mlperf_bert.snakejob import job_log
 
 with job_log(snakemake.log[0]):
     p = snakemake.params
-    audit = audit_basedir(p.basedir, ruleset=p.ruleset, workflow_dir=p.repo, dry_run=False)
+    audit = audit_basedir(p.basedir, ruleset=p.ruleset, workflow_dir=p.repo, dry_run=False,
+                          resolved_config=dict(snakemake.config))
     print(format_table(audit))
     audit_html(snakemake.output[0], audit)

@@ -1,5 +1,5 @@
 # rule submission: <org>/{systems,results,benchmarks} from the seeds' logs, package checker, summarizer, score.
-import json, sys
+import json, os, sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parents[1]))
@@ -11,7 +11,8 @@ with job_log(snakemake.log[0]):
     p = snakemake.params
     overrides = json.loads(Path(p.system_json).read_text()) if Path(p.system_json).is_file() else None
     rec = build_package(p.out, logs=list(snakemake.input.logs), org=snakemake.wildcards.org,
-                        system=snakemake.wildcards.platform, ruleset=p.ruleset, command=p.command,
+                        system=snakemake.wildcards.platform, ruleset=p.ruleset,
+                        command=" ".join(json.loads(os.environ.get("MLPERF_BERT_COMMAND", "[]"))),
                         system_overrides=overrides)
     if Path(snakemake.output.score).resolve() != (Path(p.out) / f"{rec['org']}.{rec['system']}.score.json").resolve():
         raise UserError(f"the score went to {rec['org']}.{rec['system']}.score.json, not {snakemake.output.score}")
