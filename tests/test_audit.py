@@ -272,3 +272,28 @@ def test_workflow_tree_clean_then_config_and_shard_changes(tmp_path, capsys):
   assert cli.main(args) == 1
   fails = [l for l in capsys.readouterr().out.splitlines() if l.startswith("FAIL")]
   assert fails and all("shards/part-00001-of-00002.shard" in l for l in fails), fails
+
+
+def test_log_claiming_ruleset_5_1(green, capsys):
+  log = green / "results/tinybox_green/bert/result_0.txt"
+  lines = log.read_text().splitlines(keepends=True)
+  lines.insert(1, ':::MLLOG {"namespace": "", "time_ms": 1728516968770, "event_type": "POINT_IN_TIME", '
+                  '"key": "submission_ruleset", "value": "5.1", "metadata": {}}\n')
+  log.write_text("".join(lines))
+  audit, fails = _failing(green, capsys, ruleset="5.0.0")
+  claim = [r for r in fails if r.check == "ruleset claim"]
+  assert claim and "claims ruleset 5.1.0, which has no BERT" in claim[0].reason and "checked under 5.0.0" in claim[0].reason
+
+
+def test_report_figures_and_table(tmp_path):
+  from mlperf_bert.report import audit_html, plot_run, step_records
+  step_log = tmp_path / "train.log"
+  step_log.write_text("".join(f"{i:5} {900 + i:7.2f} ms run,  100.00 ms python,   1.00 ms fetch data,  800.00 ms CPU, "
+                              f"{11 - i / 10:5.2f} loss, {1e-5 * i:.6f} LR, 1.00 GB used,     10.00 GFLOPS\n" for i in range(20)))
+  assert step_records(step_log.read_text().splitlines())[3] == {"step": 3, "ms": 903.0, "loss": 10.7, "lr": 3e-05}
+  stats = plot_run(tmp_path / "run.png", DATA / "results/tinybox_green/bert/result_0.txt", step_log)
+  assert stats == {"steps": 20, "evals": 19, "final_accuracy": pytest.approx(0.7208575420416825), "status": "success"}
+  assert (tmp_path / "run.png").read_bytes()[:4] == b"\x89PNG"
+  audit = Audit("x", "org", "5.0.0", rows=[Row("FAIL", "seed", "a/result_0.txt", "no <seed>")])
+  audit_html(tmp_path / "a.html", audit)
+  assert "no &lt;seed&gt;" in (tmp_path / "a.html").read_text()
