@@ -11,6 +11,7 @@ from pathlib import Path, PurePosixPath
 from typing import Callable
 
 from mlperf_bert.errors import UserError
+from mlperf_bert.fileio import atomic_path
 
 TOP = "results4"
 
@@ -65,8 +66,13 @@ def _member_name(tarball: Path, member: tarfile.TarInfo) -> PurePosixPath | None
 
 
 def extract_results(tarball: str | Path, manifest_path: str | Path, dest: str | Path,
-                    log: Callable[[str], None] = print) -> list[str]:
-  """Extract the regular files of `tarball`'s results4/ into `dest`; returns the extracted file names."""
+                    listing: str | Path | None = None, log: Callable[[str], None] = print) -> list[str]:
+  """Extract the regular files of `tarball`'s results4/ into `dest`; returns the extracted file names.
+
+  `listing`, when given, is written last (atomically): one `<size>  <name>` line per extracted file. The
+  workflow uses it as the extract step's output, so each extracted file keeps its own modification time
+  and an edited topic reruns exactly that topic's chain.
+  """
   tarball, dest = Path(tarball), Path(dest)
   wanted = parse_manifest(manifest_path)
   dest.parent.mkdir(parents=True, exist_ok=True)
@@ -99,8 +105,12 @@ def extract_results(tarball: str | Path, manifest_path: str | Path, dest: str | 
       log(f"note: {len(extra)} file(s) in the archive are not in the manifest and are not used (first: {extra[0]})")
     if dest.exists():
       shutil.rmtree(dest)
+    os.chmod(staging, 0o755)
     os.replace(staging, dest)
   finally:
     if staging.exists():
       shutil.rmtree(staging, ignore_errors=True)
+  if listing is not None:
+    with atomic_path(listing) as tmp:
+      Path(tmp).write_text("".join(f"{(dest / n).stat().st_size}  {n}\n" for n in names))
   return names

@@ -7,4 +7,5 @@ from mlperf_bert.extract import extract_results
 from mlperf_bert.snakejob import job_log
 
 with job_log(snakemake.log[0]):
-    extract_results(snakemake.input.tarball, snakemake.input.manifest, snakemake.output[0])
+    extract_results(snakemake.input.tarball, snakemake.input.manifest, snakemake.params.dest,
+                    listing=snakemake.output[0])

@@ -3,7 +3,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parents[1]))
-from mlperf_bert.shards import build_shard
+from mlperf_bert.instances import build_shard
 from mlperf_bert.snakejob import job_log
 
 with job_log(snakemake.log[0]):
@@ -11,4 +11,4 @@ with job_log(snakemake.log[0]):
     build_shard(snakemake.input.text, snakemake.input.vocab, snakemake.output.shard,
                 max_seq_length=p.max_seq_length, max_predictions_per_seq=p.max_predictions_per_seq,
                 masked_lm_prob=p.masked_lm_prob, short_seq_prob=p.short_seq_prob,
-                random_seed=p.random_seed, dupe_factor=p.dupe_factor)
+                random_seed=p.random_seed, dupe_factor=p.dupe_factor, progress=True)
