@@ -16,7 +16,7 @@ MT19937, draws raw 32-bit words in bulk and replays `random()`, `randint()` and 
 compiled code (see mlperf_bert/_fastinst.py). Both give the same instances (tests check this).
 """
 from __future__ import annotations
-import random, sys
+import array, random, sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -105,7 +105,7 @@ def tokenize_corpus(text_path, tokenizer: Tokenizer, *, progress: Callable[[int,
   n_bytes = text_path.stat().st_size
   lines = split_lines(text)
   del text
-  parts, sent_lens, doc_bounds = [], [], []
+  flat, sent_lens, doc_bounds = array.array("i"), [], []
   doc_open = 0  # first sentence of the current document
   for s in range(0, len(lines), chunk_lines):
     chunk = [l.strip() for l in lines[s:s + chunk_lines]]
@@ -121,14 +121,17 @@ def tokenize_corpus(text_path, tokenizer: Tokenizer, *, progress: Callable[[int,
       toks = ids[k]; k += 1
       if toks:
         sent_lens.append(len(toks))
-        parts.append(np.asarray(toks, dtype=np.int32))
+        flat.extend(toks)
     if progress is not None:
       progress(min(s + chunk_lines, len(lines)), len(lines))
   if len(sent_lens) > doc_open:
     doc_bounds.append((doc_open, len(sent_lens)))
-  stream = np.concatenate(parts) if parts else np.zeros(0, np.int32)
+  stream = np.frombuffer(flat, dtype=np.int32) if len(flat) else np.zeros(0, np.int32)
   if len(stream) and stream.max() < 65536:
     stream = stream.astype(np.uint16)
+  else:
+    stream = stream.copy()
+  del flat
   offsets = np.zeros(len(sent_lens) + 1, np.int64)
   np.cumsum(sent_lens, out=offsets[1:])
   return Corpus(path=str(text_path), stream=stream, sent_offsets=offsets,
@@ -152,7 +155,8 @@ def _python_engine(corpus: Corpus, st: Settings, ids: Ids) -> Instances:
   rng.shuffle(docs)
   n_docs = len(docs)
   max_num = st.max_seq_length - 3
-  starts, lengths, nsl, counts, positions, inputs = [], [], [], [], [], []
+  starts, lengths, nsl, counts = [], [], [], []
+  positions, inputs = array.array("i"), array.array("i")  # compact: millions of entries
   for _ in range(st.dupe_factor):
     for di in range(n_docs):
       s0, s1 = docs[di]
@@ -224,8 +228,8 @@ def _python_engine(corpus: Corpus, st: Settings, ids: Ids) -> Instances:
   order = list(range(len(nsl)))
   rng.shuffle(order)
   return _reorder(np.asarray(starts, np.int64).reshape(-1, 2), np.asarray(lengths, np.int64).reshape(-1, 2),
-                  np.asarray(nsl, np.int64), np.asarray(counts, np.int64), np.asarray(positions, np.int64),
-                  np.asarray(inputs, np.int64), np.asarray(order, np.int64))
+                  np.asarray(nsl, np.int64), np.asarray(counts, np.int64), np.frombuffer(positions, np.int32),
+                  np.frombuffer(inputs, np.int32), np.asarray(order, np.int64))
 
 
 def _reorder(starts, lengths, nsl, counts, positions, inputs, order) -> Instances:

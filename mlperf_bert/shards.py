@@ -66,30 +66,37 @@ def write_shard_arrays(path, *, stream, starts, lengths, nsl, pred_offsets, posi
   and the input token placed there. Returns stats.
   """
   _check_settings(max_seq_length, max_predictions_per_seq)
+  # the big columns (stream, positions, inputs) keep their dtype: no int64 copies of them
   stream = np.asarray(stream).reshape(-1)
-  starts = np.asarray(starts, dtype=np.uint64).reshape(-1, 2)
+  positions = np.asarray(positions).reshape(-1)
+  inputs = np.asarray(inputs).reshape(-1)
+  starts = np.asarray(starts, dtype=np.int64).reshape(-1, 2)
   lengths = np.asarray(lengths, dtype=np.int64).reshape(-1, 2)
   nsl = np.asarray(nsl, dtype=np.int64).reshape(-1)
-  pred_offsets = np.asarray(pred_offsets, dtype=np.uint64).reshape(-1)
-  positions = np.asarray(positions, dtype=np.int64).reshape(-1)
-  inputs = np.asarray(inputs, dtype=np.int64).reshape(-1)
+  pred_offsets = np.asarray(pred_offsets, dtype=np.int64).reshape(-1)
   n, n_stream, n_pred = len(nsl), len(stream), len(positions)
+  for name, col in (("stream", stream), ("positions", positions), ("inputs", inputs)):
+    if col.dtype.kind not in "iu":
+      raise ValueError(f"{name} must hold integers, not {col.dtype}")
   frame = 3 if framed else 0
   row_len = lengths.sum(axis=1) + frame
   if len(starts) != n or len(lengths) != n or len(pred_offsets) != n + 1 or len(inputs) != n_pred:
     raise ValueError("shard columns disagree in length")
-  if n and (row_len.max() > max_seq_length or lengths.min() < 0):
+  if n and (row_len.max() > max_seq_length or lengths.min() < 0 or starts.min() < 0):
     raise ValueError(f"an instance has {int(row_len.max())} tokens, more than max_seq_length={max_seq_length}")
-  if n and ((starts + lengths.astype(np.uint64)) > n_stream).any():
+  if n and ((starts + lengths) > n_stream).any():
     raise ValueError("a span runs past the end of the token stream")
-  counts = np.diff(pred_offsets.astype(np.int64))
+  counts = np.diff(pred_offsets)
   if pred_offsets[0] != 0 or pred_offsets[-1] != n_pred or (counts < 0).any():
     raise ValueError("pred_offsets must rise from 0 to len(positions)")
   if n and counts.max() > max_predictions_per_seq:
     raise ValueError(f"an instance has {int(counts.max())} masked positions, more than "
                      f"max_predictions_per_seq={max_predictions_per_seq}")
-  if n_pred and ((positions < 0).any() or (positions >= np.repeat(row_len, counts)).any()):
-    raise ValueError("a masked position lies outside its row")
+  if n_pred:
+    has = counts > 0
+    top_pos = np.maximum.reduceat(positions, pred_offsets[:-1][has])
+    if positions.min() < 0 or (top_pos >= row_len[has]).any():
+      raise ValueError("a masked position lies outside its row")
   if ((nsl != 0) & (nsl != 1)).any():
     raise ValueError("next_sentence_label must be 0 or 1")
   top = max(int(stream.max()) if n_stream else 0, int(inputs.max()) if n_pred else 0, cls_id, sep_id)
@@ -99,8 +106,8 @@ def write_shard_arrays(path, *, stream, starts, lengths, nsl, pred_offsets, posi
   width = 2 if top < 65536 else 4
   tok = np.dtype("<u2" if width == 2 else "<u4")
   cols = {"starts": starts.astype("<u8"), "lengths": lengths.astype("<u2"), "pred_offsets": pred_offsets.astype("<u8"),
-          "nsl": nsl.astype("u1"), "stream": stream.astype(tok), "positions": positions.astype("<u2"),
-          "inputs": inputs.astype(tok)}
+          "nsl": nsl.astype("u1"), "stream": stream.astype(tok, copy=False), "positions": positions.astype("<u2", copy=False),
+          "inputs": inputs.astype(tok, copy=False)}
   layout = _layout(n, n_stream, n_pred, width)
   crc = 0
   with atomic_path(path) as tmp:
@@ -110,7 +117,7 @@ def write_shard_arrays(path, *, stream, starts, lengths, nsl, pred_offsets, posi
         pad = off - f.tell()
         if pad:
           f.write(b"\0" * pad); crc = zlib.crc32(b"\0" * pad, crc)
-        data = np.ascontiguousarray(cols[name]).tobytes()
+        data = np.ascontiguousarray(cols[name]).reshape(-1).view(np.uint8)
         f.write(data); crc = zlib.crc32(data, crc)
       end = layout[-1][3]
       pad = end - f.tell()

@@ -257,6 +257,12 @@ class Tokenizer:
       pre_tokenizers.Split(Regex(_regex_class(cls["punct"] + [_HF_CJK_GAP])), "isolated"),
     ])
     self._hf = tok
+    # printable-ASCII lines need none of the normalizer (no controls, accents, CJK or sigma): lowercase them in
+    # Python and skip it; same pre-tokenizer rules restricted to ASCII (whitespace, ASCII punctuation)
+    plain = HFTokenizer(models.WordPiece(vocab=dict(vocab), unk_token="[UNK]",
+                                         max_input_chars_per_word=MAX_CHARS_PER_WORD, continuing_subword_prefix="##"))
+    plain.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    self._plain = plain
 
   def _prepare(self, line: str) -> str:
     if "\u03a3" in line:  # the only context-dependent step: decide it in Python on the cleaned line
@@ -269,10 +275,19 @@ class Tokenizer:
   def encode_lines(self, lines: Sequence[str]) -> list[list[int]]:
     """Ids of each line (a list per line), in batches (bounded memory)."""
     out: list[list[int]] = []
-    enc = getattr(self._hf, "encode_batch_fast", self._hf.encode_batch)
+    full = getattr(self._hf, "encode_batch_fast", self._hf.encode_batch)
+    plain = getattr(self._plain, "encode_batch_fast", self._plain.encode_batch)
     for s in range(0, len(lines), self.batch_lines):
-      batch = [self._prepare(l) for l in lines[s:s + self.batch_lines]]
-      out.extend(e.ids for e in enc(batch, add_special_tokens=False))
+      batch = lines[s:s + self.batch_lines]
+      easy = [l.isascii() and l.isprintable() for l in batch]
+      ids: list = [None] * len(batch)
+      which = [i for i, e in enumerate(easy) if e]
+      for i, e in zip(which, plain([batch[i].lower() for i in which], add_special_tokens=False)):
+        ids[i] = e.ids
+      which = [i for i, e in enumerate(easy) if not e]
+      for i, e in zip(which, full([self._prepare(batch[i]) for i in which], add_special_tokens=False)):
+        ids[i] = e.ids
+      out.extend(ids)
     return out
 
   def tokenize(self, line: str) -> list[str]:

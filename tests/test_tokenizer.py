@@ -94,3 +94,13 @@ def test_whole_demo_corpus_matches_reference(toks, demo_text):
     got = fast.encode_lines(lines)
     for line, ids in zip(lines, got):
       assert ids == slow.encode(line), (path.name, line[:80])
+
+
+def test_batched_encoding_matches_reference(toks):
+  """encode_lines takes a shortcut for printable-ASCII lines; both paths must equal the reference."""
+  import random
+  fast, slow = toks
+  rng = random.Random(5)
+  alphabet = [chr(c) for c in range(32, 127)] + ["\t", "\x01", "\x7f", "é", "Σ"]
+  lines = list(EDGE) + ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40))) for _ in range(3000)]
+  assert fast.encode_lines(lines) == [slow.encode(l) for l in lines]
