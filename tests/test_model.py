@@ -13,38 +13,44 @@ TINY = dict(vocab_size=300, hidden_size=48, num_hidden_layers=2, num_attention_h
             max_position_embeddings=64, type_vocab_size=2)
 
 
-def hf_state_dict(weights: dict[str, np.ndarray], num_layers: int) -> dict[str, np.ndarray]:
-  """Google-BERT names/layouts -> Hugging Face BertForPreTraining names/layouts (dense kernels transposed)."""
-  g = weights
-  hf = {
-    "bert.embeddings.word_embeddings.weight": g["bert/embeddings/word_embeddings"],
-    "bert.embeddings.position_embeddings.weight": g["bert/embeddings/position_embeddings"],
-    "bert.embeddings.token_type_embeddings.weight": g["bert/embeddings/token_type_embeddings"],
-    "bert.embeddings.LayerNorm.weight": g["bert/embeddings/LayerNorm/gamma"],
-    "bert.embeddings.LayerNorm.bias": g["bert/embeddings/LayerNorm/beta"],
-    "bert.pooler.dense.weight": g["bert/pooler/dense/kernel"].T,
-    "bert.pooler.dense.bias": g["bert/pooler/dense/bias"],
-    "cls.predictions.transform.dense.weight": g["cls/predictions/transform/dense/kernel"].T,
-    "cls.predictions.transform.dense.bias": g["cls/predictions/transform/dense/bias"],
-    "cls.predictions.transform.LayerNorm.weight": g["cls/predictions/transform/LayerNorm/gamma"],
-    "cls.predictions.transform.LayerNorm.bias": g["cls/predictions/transform/LayerNorm/beta"],
-    "cls.predictions.bias": g["cls/predictions/output_bias"],
-    "cls.predictions.decoder.weight": g["bert/embeddings/word_embeddings"],
-    "cls.predictions.decoder.bias": g["cls/predictions/output_bias"],
-    "cls.seq_relationship.weight": g["cls/seq_relationship/output_weights"],
-    "cls.seq_relationship.bias": g["cls/seq_relationship/output_bias"],
+def hf_name_map(num_layers: int) -> dict[str, tuple[str, bool]]:
+  """Google-BERT name -> (Hugging Face BertForPreTraining name, transposed?); dense kernels are transposed."""
+  m = {
+    "bert/embeddings/word_embeddings": ("bert.embeddings.word_embeddings.weight", False),
+    "bert/embeddings/position_embeddings": ("bert.embeddings.position_embeddings.weight", False),
+    "bert/embeddings/token_type_embeddings": ("bert.embeddings.token_type_embeddings.weight", False),
+    "bert/embeddings/LayerNorm/gamma": ("bert.embeddings.LayerNorm.weight", False),
+    "bert/embeddings/LayerNorm/beta": ("bert.embeddings.LayerNorm.bias", False),
+    "bert/pooler/dense/kernel": ("bert.pooler.dense.weight", True),
+    "bert/pooler/dense/bias": ("bert.pooler.dense.bias", False),
+    "cls/predictions/transform/dense/kernel": ("cls.predictions.transform.dense.weight", True),
+    "cls/predictions/transform/dense/bias": ("cls.predictions.transform.dense.bias", False),
+    "cls/predictions/transform/LayerNorm/gamma": ("cls.predictions.transform.LayerNorm.weight", False),
+    "cls/predictions/transform/LayerNorm/beta": ("cls.predictions.transform.LayerNorm.bias", False),
+    "cls/predictions/output_bias": ("cls.predictions.bias", False),
+    "cls/seq_relationship/output_weights": ("cls.seq_relationship.weight", False),
+    "cls/seq_relationship/output_bias": ("cls.seq_relationship.bias", False),
   }
+  dense = {"attention/self/query": "attention.self.query", "attention/self/key": "attention.self.key",
+           "attention/self/value": "attention.self.value", "attention/output/dense": "attention.output.dense",
+           "intermediate/dense": "intermediate.dense", "output/dense": "output.dense"}
+  norms = {"attention/output/LayerNorm": "attention.output.LayerNorm", "output/LayerNorm": "output.LayerNorm"}
   for i in range(num_layers):
     p, q = f"bert/encoder/layer_{i}", f"bert.encoder.layer.{i}"
-    dense = {"attention/self/query": "attention.self.query", "attention/self/key": "attention.self.key",
-             "attention/self/value": "attention.self.value", "attention/output/dense": "attention.output.dense",
-             "intermediate/dense": "intermediate.dense", "output/dense": "output.dense"}
     for gn, hn in dense.items():
-      hf[f"{q}.{hn}.weight"] = g[f"{p}/{gn}/kernel"].T
-      hf[f"{q}.{hn}.bias"] = g[f"{p}/{gn}/bias"]
-    for gn, hn in {"attention/output/LayerNorm": "attention.output.LayerNorm", "output/LayerNorm": "output.LayerNorm"}.items():
-      hf[f"{q}.{hn}.weight"] = g[f"{p}/{gn}/gamma"]
-      hf[f"{q}.{hn}.bias"] = g[f"{p}/{gn}/beta"]
+      m[f"{p}/{gn}/kernel"] = (f"{q}.{hn}.weight", True)
+      m[f"{p}/{gn}/bias"] = (f"{q}.{hn}.bias", False)
+    for gn, hn in norms.items():
+      m[f"{p}/{gn}/gamma"] = (f"{q}.{hn}.weight", False)
+      m[f"{p}/{gn}/beta"] = (f"{q}.{hn}.bias", False)
+  return m
+
+
+def hf_state_dict(weights: dict[str, np.ndarray], num_layers: int) -> dict[str, np.ndarray]:
+  """Google-BERT names/layouts -> a Hugging Face BertForPreTraining state dict (with the tied decoder)."""
+  hf = {hn: (weights[gn].T if t else weights[gn]) for gn, (hn, t) in hf_name_map(num_layers).items()}
+  hf["cls.predictions.decoder.weight"] = weights["bert/embeddings/word_embeddings"]
+  hf["cls.predictions.decoder.bias"] = weights["cls/predictions/output_bias"]
   return hf
 
 
@@ -161,24 +167,17 @@ def test_loss_and_accuracy_match_numpy(tiny):
   assert correct.numpy() == pytest.approx((w * hit)[:2].sum()) and total.numpy() == pytest.approx(w[:2].sum())
 
 
-def test_backward_fills_every_parameter_and_no_decay_split(tiny):
+def test_no_decay_split_and_names(tiny):
   cfg, model, _ = tiny
-  batch = random_batch(cfg, seed=4)
-  mlm, nsp = run_forward(model, batch)
-  loss = model.loss(mlm, nsp, *(Tensor(batch[k]) for k in ("masked_lm_ids", "masked_lm_weights", "next_sentence_labels")))
-  loss.backward()
   sd = model.state_dict()
-  for name, t in sd.items():
-    assert t.grad is not None and t.grad.shape == t.shape, name
-  g = sd["bert/embeddings/word_embeddings"].grad.numpy()
-  assert np.isfinite(g).all() and np.abs(g).sum() > 0
   nd = set(model.no_decay_names())
   assert "cls/predictions/output_bias" in nd and "bert/encoder/layer_1/output/LayerNorm/gamma" in nd
   assert "bert/encoder/layer_0/attention/self/query/bias" in nd
   assert "cls/seq_relationship/output_weights" not in nd and "bert/embeddings/word_embeddings" not in nd
   assert nd.isdisjoint(model.decay_names()) and len(nd) + len(model.decay_names()) == len(sd)
+  assert [id(t) for t in model.no_decay_parameters()] == [id(sd[n]) for n in model.no_decay_names()]
   assert len(model.parameters()) == len(sd) and list(sd) == list(parameter_shapes(cfg))
-  for t in sd.values(): t.grad = None
+  assert model.num_parameters() == sum(int(np.prod(s)) for s in parameter_shapes(cfg).values())
 
 
 def test_dropout_only_under_training():
@@ -263,3 +262,44 @@ def test_demo_bert_config_is_bert_large():
   assert cfg == BertConfig()
   n = sum(int(np.prod(s)) for s in parameter_shapes(cfg).values())
   assert 334_000_000 < n < 337_000_000  # BERT-large with the pretraining heads
+
+
+def test_gradients_match_torch(tiny):
+  """Backward through the tinygrad model equals torch autograd through HF's model with the same loss."""
+  import torch
+  import transformers
+  cfg, model, weights = tiny
+  batch = random_batch(cfg, seed=8)
+  mlm, nsp = run_forward(model, batch)
+  loss = model.loss(mlm, nsp, *(Tensor(batch[k]) for k in ("masked_lm_ids", "masked_lm_weights", "next_sentence_labels")))
+  loss.backward()
+  sd = model.state_dict()
+  Tensor.realize(loss, *[t.grad for t in sd.values()])  # one schedule for all gradients
+  grads = {k: t.grad.numpy() for k, t in sd.items()}
+  for k, t in sd.items():
+    assert grads[k].shape == t.shape and np.isfinite(grads[k]).all() and np.abs(grads[k]).sum() > 0, k
+    t.grad = None
+
+  hcfg = transformers.BertConfig(vocab_size=cfg.vocab_size, hidden_size=cfg.hidden_size,
+                                 num_hidden_layers=cfg.num_hidden_layers, num_attention_heads=cfg.num_attention_heads,
+                                 intermediate_size=cfg.intermediate_size, max_position_embeddings=cfg.max_position_embeddings,
+                                 layer_norm_eps=1e-12, attn_implementation="eager")
+  hf = transformers.BertForPreTraining(hcfg).eval()
+  hf.load_state_dict({k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in hf_state_dict(weights, 2).items()}, strict=False)
+  out = hf(input_ids=torch.from_numpy(batch["input_ids"]).long(), token_type_ids=torch.from_numpy(batch["segment_ids"]).long(),
+           attention_mask=torch.from_numpy(batch["input_mask"]).long())
+  pos = torch.from_numpy(batch["masked_lm_positions"]).long()
+  logits = torch.gather(out.prediction_logits, 1, pos[:, :, None].expand(-1, -1, cfg.vocab_size))
+  nll = torch.nn.functional.cross_entropy(logits.reshape(-1, cfg.vocab_size), torch.from_numpy(batch["masked_lm_ids"]).long().reshape(-1),
+                                          reduction="none")
+  w = torch.from_numpy(batch["masked_lm_weights"]).reshape(-1)
+  ref = (w * nll).sum() / (w.sum() + 1e-5) + torch.nn.functional.cross_entropy(
+    out.seq_relationship_logits, torch.from_numpy(batch["next_sentence_labels"]).long())
+  ref.backward()
+  assert float(ref.detach()) == pytest.approx(float(loss.numpy()), rel=1e-5)
+  named = dict(hf.named_parameters())
+  mapping = hf_name_map(cfg.num_hidden_layers)
+  assert set(mapping) == set(grads) and {h for h, _ in mapping.values()} == set(named)  # every parameter, tied once
+  for ours, (theirs, transposed) in mapping.items():
+    g = named[theirs].grad.numpy()
+    np.testing.assert_allclose(grads[ours], g.T if transposed else g, atol=2e-5, rtol=1e-3, err_msg=ours)
