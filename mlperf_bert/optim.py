@@ -101,6 +101,10 @@ class Trainer:
   def clip_and_step(self) -> tuple[Tensor, Tensor]:
     """Unscale grads, clip by global norm, set this update's lr, LAMB step, advance the schedule."""
     params, c = self.optimizer.params, self.cfg
+    if isinstance(params[0].device, tuple):
+      # data parallel: materialize the (all-reduced) grads first. tinygrad 0.14 fails to compile the LAMB update of
+      # a replicated parameter whose grad is a padded slice (the position embeddings) when fused with it.
+      Tensor.realize(*[p.grad for p in params if p.grad is not None])
     norm_sq = None
     for p in params:
       assert p.grad is not None, f"no gradient for a parameter of shape {p.shape}"

@@ -5,7 +5,7 @@ export them. Three kinds of keys:
   * tinygrad settings (DEV, DEFAULT_FLOAT, BEAM, ...): exported to the environment before tinygrad is imported;
   * hyperparameters (BS, OPT_BASE_LEARNING_RATE, TRAIN_STEPS, ...): unset ones get the defaults of tinygrad's
     train_bert, derived from GPUS, the float type and the global batch size;
-  * run settings (SUBMISSION_*, EVAL_SAMPLES, BERT_* model overrides, MAX_STEPS).
+  * run settings (SUBMISSION_*, EVAL_SAMPLES, BERT_* model overrides, INIT_* of the INIT phase).
 The workflow's config key `train:` overrides any of them (highest precedence). Nothing here imports tinygrad.
 """
 from __future__ import annotations
@@ -33,7 +33,7 @@ HPARAMS: dict[str, tuple] = {
   "DECAY": FLOAT, "POLY_POWER": FLOAT, "LOSS_SCALER": FLOAT, "TRAIN_STEPS": INT, "NUM_WARMUP_STEPS": INT,
   "EVAL_STEP_FREQ": INT, "SAVE_CKPT_FREQ": INT, "KEEP_CKPT_AMOUNT": INT, "TARGET": FLOAT,
   "BERT_LAYERS": INT, "BERT_HIDDEN_SIZE": INT, "BERT_NUM_HEADS": INT, "BERT_INTERMEDIATE_SIZE": INT,
-  "EVAL_SAMPLES": INT, "MAX_STEPS": INT, "BENCHMARK": INT, "INIT_BENCHMARK_STEPS": INT, "INIT_BERT_LAYERS": INT,
+  "EVAL_SAMPLES": INT, "INIT_BENCHMARK_STEPS": INT, "INIT_BERT_LAYERS": INT,
   "FREE_INTERMEDIATE": INT, "DISABLE_DROPOUT": BOOL,
   "SUBMISSION_PLATFORM": STR, "SUBMISSION_DIVISION": STR, "SUBMISSION_ORG": STR, "SUBMISSION_STATUS": STR,
 }
@@ -127,7 +127,6 @@ def resolve(platform: dict[str, Any], overrides: dict[str, Any] | None = None, s
   hp.setdefault("KEEP_CKPT_AMOUNT", 5)
   hp.setdefault("TARGET", 0.72)
   hp.setdefault("EVAL_SAMPLES", eval_examples)
-  hp.setdefault("MAX_STEPS", hp["TRAIN_STEPS"])
   hp.setdefault("INIT_BENCHMARK_STEPS", 10)
   hp.setdefault("INIT_BERT_LAYERS", 2)
   hp.setdefault("DISABLE_DROPOUT", False)
@@ -136,8 +135,7 @@ def resolve(platform: dict[str, Any], overrides: dict[str, Any] | None = None, s
   hp.setdefault("SUBMISSION_DIVISION", "open")
   hp.setdefault("SUBMISSION_STATUS", "onprem")
   hp["SEED"] = int(seed)
-  for k in ("TRAIN_STEPS", "NUM_WARMUP_STEPS", "EVAL_STEP_FREQ", "SAVE_CKPT_FREQ", "KEEP_CKPT_AMOUNT", "EVAL_SAMPLES",
-            "MAX_STEPS"):
+  for k in ("TRAIN_STEPS", "NUM_WARMUP_STEPS", "EVAL_STEP_FREQ", "SAVE_CKPT_FREQ", "KEEP_CKPT_AMOUNT", "EVAL_SAMPLES"):
     if hp[k] < 1: raise UserError(f"{k}={hp[k]} must be at least 1; fix it in the platform file or `train:`")
   if hp["NUM_WARMUP_STEPS"] > hp["TRAIN_STEPS"]:
     raise UserError(f"NUM_WARMUP_STEPS={hp['NUM_WARMUP_STEPS']} exceeds TRAIN_STEPS={hp['TRAIN_STEPS']}; lower it")
@@ -161,7 +159,7 @@ def tinygrad_env(hp: dict[str, Any]) -> dict[str, str]:
 
 def rule_params(hp: dict[str, Any]) -> dict[str, Any]:
   """What the train rule records as params (a change reruns training): everything but pure run-time knobs."""
-  skip = {"DEBUG", "BENCHMARK"}
+  skip = {"DEBUG"}
   return {k: hp[k] for k in sorted(hp) if k not in skip}
 
 
