@@ -89,7 +89,7 @@ class BertConfig:
             "float": isinstance(v, (int, float)) and not isinstance(v, bool),
             "str": isinstance(v, str)}[f.type]
       if not ok:
-        raise UserError(f"{path}: key {f.name!r} must be a {f.type}, got {v!r}; fix the config file")
+        raise UserError(f"{path}: key {f.name!r} must be of type {f.type}, got {v!r}; fix the config file")
       kw[f.name] = float(v) if f.type == "float" else v
     if num_hidden_layers is not None:
       kw["num_hidden_layers"] = num_hidden_layers

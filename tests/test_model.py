@@ -241,7 +241,7 @@ def test_config_from_json(tmp_path):
 
   with pytest.raises(UserError, match=r"bert_config\.json.*missing key 'intermediate_size'"):
     BertConfig.from_json(_write(tmp_path, {k: v for k, v in full.items() if k != "intermediate_size"}))
-  with pytest.raises(UserError, match=r"bert_config\.json.*'hidden_size' must be a int"):
+  with pytest.raises(UserError, match=r"bert_config\.json.*'hidden_size' must be of type int"):
     BertConfig.from_json(_write(tmp_path, {**full, "hidden_size": "48"}))
   with pytest.raises(UserError, match=r"bert_config\.json.*not a multiple"):
     BertConfig.from_json(_write(tmp_path, {**full, "num_attention_heads": 5}))
