@@ -123,3 +123,63 @@ def test_bulk_words_replay_python_random_draw_for_draw():
   mt, st = mt_state(seed)
   got = draw_ops(mt, st, np.array(ops, np.int64), np.array(args, np.int64))
   assert got.tolist() == want
+
+
+def make_tricky_topic(demo_text, path):
+  """Demo text with odd lines sprinkled in: Greek sigma, Zl/Zs-only and control-only lines, an overlong word, CJK,
+  CR, stray invalid UTF-8 bytes, extra document breaks and a last one-line document."""
+  rng = random.Random(3)
+  src = (demo_text / "part-00005-of-00008").read_text(encoding="utf-8").split("\n")
+  extras = ["ΟΔΥΣΣΕΥΣ ΣΑΣ.", "\u2028", "   ", "\x01\x02", "a" * 250, "日本語のテキスト。", "x\r", "\u00a0\u3000", "Σ",
+            "naïve café"]
+  out = []
+  for line in src[:1500]:
+    out.append(line)
+    if rng.random() < 0.05:
+      out.append(rng.choice(extras))
+    if rng.random() < 0.03:
+      out.append("")
+  path.write_bytes("\n".join(out).encode() + b"\n\xff\xfe stray bytes \xe2\x82\n\nlast doc single line")
+  return path
+
+
+# Digests from running the MLCommons reference (create_pretraining_data.py + tokenization.py, unmodified logic)
+# on make_tricky_topic's file (md5 f718af90a4a90fc6f2db6265c6e61cf9) with these settings.
+TRICKY = [((128, 20, 0.15, 0.1, 7, 2), 925, "c839180f37e45a96d2ca9f5357854bff5fc2749309a7989e79f0daebc293c6f3"),
+          ((64, 10, 0.3, 0.5, 1, 1), 967, "19e6591af16418516938647276759ff3d331dd7b461809391706e441a7599563")]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_tricky_topic_matches_reference_with_other_settings(tmp_path, demo_text, engine):
+  import hashlib
+  topic = make_tricky_topic(demo_text, tmp_path / "tricky.txt")
+  assert hashlib.md5(topic.read_bytes()).hexdigest() == "f718af90a4a90fc6f2db6265c6e61cf9"
+  for (S, P, mlm, ssp, seed, dupe), n, want in TRICKY:
+    out = tmp_path / f"t{S}.shard"
+    st = build_shard(topic, DEMO / "vocab.txt", out, max_seq_length=S, max_predictions_per_seq=P, masked_lm_prob=mlm,
+                     short_seq_prob=ssp, random_seed=seed, dupe_factor=dupe, engine=engine, log=None)
+    assert st["instances"] == n and st["dropped_bytes"] == 4
+    assert digest(read_features(out)) == want
+
+
+@pytest.mark.slow
+def test_27mb_topic_streams_under_1gb(tmp_path, demo_text):
+  """One job on a 27 MB topic (demo text repeated) keeps its peak RSS under 1 GB and its shard under 5x the text."""
+  import os, sys
+  block = b"".join(p.read_bytes().rstrip(b"\n") + b"\n\n" for p in sorted(demo_text.glob("part-*")))
+  topic = tmp_path / "big-topic"
+  topic.write_bytes(block * (27 * 2**20 // len(block) + 1))
+  out = tmp_path / "big.shard"
+  pid = os.fork()
+  if pid == 0:  # a fresh process, as a workflow job
+    try:
+      os.execv(sys.executable, [sys.executable, "-m", "mlperf_bert", "shard", "--input", str(topic), "--vocab",
+                                str(DEMO / "vocab.txt"), "--output", str(out), "--no-progress"])
+    finally:
+      os._exit(127)
+  _, status, ru = os.wait4(pid, 0)
+  assert os.waitstatus_to_exitcode(status) == 0
+  assert ru.ru_maxrss * 1024 < 2**30, f"peak RSS {ru.ru_maxrss / 1024:.0f} MB"
+  assert out.stat().st_size <= 5 * topic.stat().st_size
+  sh = Shard(out)
+  assert len(sh) > 150000 and sh[len(sh) - 1]["input_mask"].sum() > 0
