@@ -8,6 +8,7 @@
 2. Builds one topic of --size-mb MB (the demo topics repeated) in a fresh process, as a workflow job would,
    and prints CPU seconds (user + system, all threads) per MB, wall time, shard bytes / text bytes and the
    process's peak RSS.
+   Then times Shard.batch on random indices (the trainer's access pattern).
 3. --phases: splits the CPU time of one in-process build into tokenizing, instance creation (each engine)
    and writing.
 Prints figures only; nothing is asserted about speed.
@@ -96,6 +97,21 @@ def phases(topic: Path) -> None:
     print(f"phase write: {(time.process_time() - t) / mb:.3f} CPU s/MB")
 
 
+def read_speed(path: Path, batch: int = 96, rounds: int = 200) -> None:
+  """Random-access reads as a trainer does them: Shard.batch of `batch` random indices."""
+  import numpy as np
+  from mlperf_bert.shards import Shard
+  sh = Shard(path)
+  rng = np.random.default_rng(0)
+  idx = [rng.integers(0, len(sh), batch) for _ in range(rounds)]
+  sh.batch(idx[0])
+  t = time.perf_counter()
+  for i in idx:
+    sh.batch(i)
+  dt = (time.perf_counter() - t) / rounds
+  print(f"read: Shard.batch of {batch} random instances ({sh.max_seq_length} tokens): {dt * 1e3:.2f} ms")
+
+
 def main() -> None:
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   ap.add_argument("--size-mb", type=float, default=27.0, help="size of the big topic (MB)")
@@ -119,6 +135,7 @@ def main() -> None:
           f"(whole job incl. start-up), wall {r['wall']:.1f} s")
     print(f"shard bytes / text bytes: {out.stat().st_size / size:.2f}")
     print(f"peak RSS of the job: {r['maxrss_mb']:.0f} MB")
+    read_speed(out)
     if args.phases:
       phases(topic)
 
