@@ -5,7 +5,6 @@ from pathlib import Path
 
 import numpy as np
 
-from mlperf_bert.errors import UserError
 
 
 def _log(msg: str) -> None:

@@ -17,7 +17,7 @@ compiled code (see mlperf_bert/_fastinst.py). Both give the same instances (test
 """
 from __future__ import annotations
 import array, random, sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 

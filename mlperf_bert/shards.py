@@ -6,10 +6,15 @@ rebuilt (and padded) at read time; see docs/shard-format.md for the byte layout.
 
     write_shard(path, instances, max_seq_length=512, max_predictions_per_seq=76)   # any instances
     write_shard_arrays(path, stream=..., starts=..., ...)                          # span form (builder)
-    sh = Shard(path); len(sh); sh[i]; sh.batch(indices)
+    sh = Shard(path); len(sh); sh[i]; sh.batch(indices); sh.verify()
+    sh.max_seq_length, sh.max_predictions_per_seq, sh.n (instances), sh.n_stream (stream tokens),
+    sh.n_pred (masked positions), sh.cls_id, sh.sep_id
+    read_features(path)                     # all seven features, instance order
+    write_sidecar(path)                     # <path>.sha256
+    write_sha256sums(out, sidecars)         # SHA256SUMS for `sha256sum -c`
 """
 from __future__ import annotations
-import hashlib, mmap, os, struct, zlib
+import mmap, os, struct, zlib
 from pathlib import Path
 from typing import Iterable, Mapping
 

@@ -13,7 +13,7 @@ longest-match WordPiece with '##' continuations, a word of more than 200 charact
 pieced becoming '[UNK]'.
 """
 from __future__ import annotations
-import functools, itertools, sys, unicodedata
+import functools, unicodedata
 from pathlib import Path
 from typing import Iterable, Sequence
 

@@ -6,7 +6,6 @@ from conftest import DEMO, ORACLE
 from feature_digest import KEYS, digest
 from mlperf_bert.cli import main
 from mlperf_bert.evalset import build_evalset, pick_indices
-from mlperf_bert.instances import Settings, make_instances
 from mlperf_bert.shards import Shard, read_features
 
 EVAL_ALL = "818977e5fb6760f9362df2a0d89c914f9398309a2284bbd212d71202d31f10da"
