@@ -18,8 +18,8 @@ rule shard:
     conda:
         "../envs/data.yaml"
     resources:
-        # measured by bench/bench_shard.py: ~250 MB baseline + ~25 MB per MB of topic text
-        mem_mb=lambda wildcards, input: 400 + int(30 * input.size_mb),
+        # measured by bench/bench_shard.py: ~200 MB + ~11 MB per MB of topic text (~500 MB for a 28 MB topic)
+        mem_mb=lambda wildcards, input: 300 + int(15 * input.size_mb),
     script:
         "../workflow/scripts/shard.py"
 
@@ -55,6 +55,6 @@ rule evalset:
     conda:
         "../envs/data.yaml"
     resources:
-        mem_mb=lambda wildcards, input: 600 + int(30 * input.size_mb),
+        mem_mb=lambda wildcards, input: 400 + int(15 * input.size_mb),
     script:
         "../workflow/scripts/evalset.py"
