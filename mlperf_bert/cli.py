@@ -9,7 +9,7 @@ import argparse, importlib, sys
 from mlperf_bert.errors import UserError
 
 # module name -> registers its subcommands; imported lazily so `--help` stays fast
-COMMANDS: list[str] = ["textcli", "audit", "checkpoint", "datacli", "submission"]
+COMMANDS: list[str] = ["textcli", "audit", "checkpoint", "datacli", "submission", "train"]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,71 @@
+# 6. Train BERT with tinygrad on the shards and write the MLPerf result log, one per configured seed.
+# The platform (config key `platform`, set by each profile) names profiles/<platform>/platform.yaml: tinygrad
+# settings and hyperparameters; config key `train` overrides any of them. Every resolved hyperparameter and the
+# tinygrad version are params, so changing one reruns training. Shards and the eval set are ancient inputs:
+# rebuilding a topic byte-identically must not retrain (the audit compares contents by hash).
+# Resume: the checkpoint directory {basedir}/train/{platform}/seed_{seed}/ is deliberately not an output, so a
+# killed or failed job keeps it and the same snakemake command continues from the newest checkpoint.
+import importlib.metadata as _im
+import re as _re
+
+from mlperf_bert.platform import load_platform as _load_platform, resolve as _resolve, rule_params as _rule_params
+
+PLATFORM = config.get("platform", "cpu")
+PLATFORM_FILE = REPO / "profiles" / PLATFORM / "platform.yaml"
+TINYGRAD_VERSION = _im.version("tinygrad")
+try:
+    _PLATFORM_SETTINGS = _load_platform(PLATFORM_FILE)
+    _resolve(_PLATFORM_SETTINGS, config.get("train") or {}, seed=0, eval_examples=config["eval_examples"])
+except UserError as e:
+    raise WorkflowError(f"platform {PLATFORM!r}: {e}")
+
+
+def train_seeds():
+    return [int(s) for s in config.get("seeds", [0])]
+
+
+def train_hparams(seed):
+    """Every resolved hyperparameter and setting of the training run for a seed (the rule's params)."""
+    hp = _resolve(_PLATFORM_SETTINGS, config.get("train") or {}, seed=int(seed), eval_examples=config["eval_examples"])
+    return _rule_params(hp)
+
+
+def use_initial_checkpoint():
+    """Train from the converted MLPerf checkpoint when the config downloads it; else from a seeded random init."""
+    return "model.ckpt-28252.index" in config["sources"]
+
+
+def train_results(wildcards=None):
+    """The result logs of the configured platform and seeds (targets of `rule all`)."""
+    return expand(B("results/{platform}/result_bert_{seed}.log"), platform=PLATFORM, seed=train_seeds())
+
+
+rule train:
+    input:
+        shards=lambda w: [ancient(p) for p in all_shards(w)],
+        eval_set=ancient(B("eval/eval.shard")),
+        bert_config=B("download/bert_config.json"),
+        init_weights=lambda w: [B("checkpoint/model.safetensors")] if use_initial_checkpoint() else [],
+    output:
+        B("results/{platform}/result_bert_{seed}.log"),
+    params:
+        hparams=lambda w: train_hparams(w.seed),
+        tinygrad=TINYGRAD_VERSION,
+        max_seq_length=PRE["max_seq_length"],
+        max_predictions_per_seq=PRE["max_predictions_per_seq"],
+        ckpt_dir=lambda w: B("train", w.platform, f"seed_{w.seed}"),
+        work_log=lambda w: B("logs", "train", w.platform, f"result_bert_{w.seed}.partial.log"),
+    log:
+        B("logs/train/{platform}/seed_{seed}.log"),
+    conda:
+        "../envs/train.yaml"
+    resources:
+        # defaults from the platform; profiles may override with set-resources
+        gpu=lambda w: 0 if _PLATFORM_SETTINGS.get("DEV", "CPU").upper() == "CPU" else int(_PLATFORM_SETTINGS.get("GPUS", 1)),
+        mem_mb=8000,
+        runtime=24 * 60,
+    wildcard_constraints:
+        platform=_re.escape(PLATFORM),
+        seed=r"\d+",
+    script:
+        "../workflow/scripts/train.py"
