@@ -1,6 +1,6 @@
 """train.py: a tiny BERT trains on synthetic shards; resume after a stop continues the same run; data parallel on
 two CPU devices equals one device; NaN aborts cleanly; the result log appears only when the run finished."""
-import json, math, os
+import json, math, os, re
 
 os.environ.setdefault("USE_ATOMICS", "1")
 
@@ -126,3 +126,59 @@ def test_bad_inputs_fail_before_training(data, tmp_path):
     TrainRun(resolve({}, {"BS": 4}, eval_examples=20), shard_paths=[], eval_path=data["eval"],
              bert_config=data["config"], log_path=tmp_path / "r.log", work_log_path=tmp_path / "p.log",
              ckpt_dir=tmp_path / "c", max_seq_length=SEQ, max_predictions_per_seq=PRED)
+
+
+# ---- platform.py: the seed's defaults and validation (no training) ----
+from pathlib import Path as _Path
+
+from mlperf_bert.platform import load_platform, tinygrad_env
+
+_PROFILES = _Path(__file__).resolve().parents[1] / "profiles"
+
+
+def test_defaults_follow_train_bert():
+  hp = resolve({"DEV": "NV", "GPUS": 6, "DEFAULT_FLOAT": "HALF"}, seed=1)
+  assert hp["BS"] == 66 and hp["EVAL_BS"] == 6 and hp["LOSS_SCALER"] == 2.0 ** 11
+  assert hp["OPT_BASE_LEARNING_RATE"] == pytest.approx(0.000175 * math.sqrt(66 / 96))
+  assert hp["TRAIN_STEPS"] == 3600000 // 66 and hp["NUM_WARMUP_STEPS"] == 1
+  assert hp["EVAL_STEP_FREQ"] == int(math.floor(0.05 * (230.23 * 66 + 3000000) / 25000) * 25000 // 66)
+  assert (hp["DECAY"], hp["EPSILON"], hp["POLY_POWER"], hp["TARGET"]) == (0.01, 1e-6, 1.0, 0.72)
+  assert (hp["SAVE_CKPT_FREQ"], hp["KEEP_CKPT_AMOUNT"], hp["GRADIENT_ACC_STEPS"]) == (1000, 5, 1)
+  fp32 = resolve({"GPUS": 2})
+  assert fp32["BS"] == 16 and fp32["LOSS_SCALER"] == 1.0
+
+
+@pytest.mark.parametrize("name", ["tinybox_green", "tinybox_red", "tinybox_8xMI300X", "dev_1gpu", "cpu"])
+def test_profiles_resolve(name):
+  assert (_PROFILES / name / "config.yaml").is_file()
+  hp = resolve(load_platform(_PROFILES / name / "platform.yaml"), seed=0)
+  assert hp["SUBMISSION_DIVISION"] == ("open" if name in ("cpu", "dev_1gpu") else "closed")
+  if name == "tinybox_8xMI300X":
+    assert (hp["BS"], hp["TRAIN_STEPS"], hp["OPT_BASE_LEARNING_RATE"], hp["DECAY"]) == (1024, 3900, 0.0011, 0.1)
+    assert (hp["OPT_LAMB_BETA_1"], hp["OPT_LAMB_BETA_2"]) == (0.60466, 0.85437)
+  if name == "tinybox_green":
+    assert (hp["DEV"], hp["GPUS"], hp["BS"], hp["BEAM"], hp["FLOAT"]) == ("NV", 6, 96, 8, "half")
+  env = tinygrad_env(hp)
+  assert env["DEV"] == hp["DEV"] and ("USE_ATOMICS" in env) == (name == "cpu")
+
+
+@pytest.mark.parametrize("over,msg", [
+  ({"GPUS": 4, "BS": 6}, "BS=6 is not divisible by GPUS=4"),
+  ({"GRADIENT_ACC_STEPS": 2}, "GRADIENT_ACC_STEPS=2"),
+  ({"DEV": "TPU"}, "DEV='TPU' is not a tinygrad 0.14 device"),
+  ({"BS": "eight"}, "key BS must be a int"),
+  ({"TARGET": True}, "key TARGET must be a int/float"),
+  ({"BEAM_SIZE": 2}, "unknown key 'BEAM_SIZE'"),
+  ({"EVAL_SAMPLES": 20000}, "EVAL_SAMPLES=20000 exceeds"),
+])
+def test_bad_settings_are_user_errors(over, msg):
+  with pytest.raises(UserError, match=re.escape(msg)):
+    resolve({}, over, where="config key train")
+
+
+def test_bad_platform_file(tmp_path):
+  (tmp_path / "p.yaml").write_text("BS: [1, 2]\n")
+  with pytest.raises(UserError, match=r"p.yaml: key BS must be a int"):
+    load_platform(tmp_path / "p.yaml")
+  with pytest.raises(UserError, match="platform file not found"):
+    load_platform(tmp_path / "missing.yaml")
