@@ -63,10 +63,14 @@ def load_platform(path: str | os.PathLike) -> dict[str, Any]:
 
 
 def check_types(data: dict[str, Any], where: str) -> dict[str, Any]:
-  for k, v in data.items():
+  for k, v in list(data.items()):
     if k not in KNOWN:
       raise UserError(f"{where}: unknown key {k!r}; known keys: {', '.join(sorted(KNOWN))}")
     want = KNOWN[k]
+    if isinstance(v, str) and str not in want:  # a command-line override (snakemake --config) arrives as text
+      try: parsed = yaml.safe_load(v)
+      except yaml.YAMLError: parsed = v
+      if isinstance(parsed, want) and not (isinstance(parsed, bool) and bool not in want): data[k] = v = parsed
     ok = v is None or (isinstance(v, want) and not (isinstance(v, bool) and bool not in want))
     if not ok:
       names = "/".join(t.__name__ for t in want)
