@@ -8,6 +8,9 @@ include: "rules/common.smk"
 include: "rules/download.smk"
 include: "rules/prepare.smk"
 include: "rules/shards.smk"
+include: "rules/checkpoint.smk"
+include: "rules/train.smk"
+include: "rules/audit.smk"
 
 
 rule all:
@@ -15,4 +18,7 @@ rule all:
         all_shards,
         B("shards/SHA256SUMS"),
         B("eval/eval.shard"),
+        train_results,
+        provenance_records,
+        report_targets,
     default_target: True

@@ -18,13 +18,24 @@ def provenance_checkpoint(wildcards=None):
     return [B("checkpoint/model.safetensors")] if "model.ckpt-28252.index" in config["sources"] else []
 
 
+def provenance_records(wildcards=None):
+    """The provenance record beside each result log of the configured platform and seeds."""
+    return [p[: -len(".log")] + ".provenance.json" for p in train_results()]
+
+
+def report_targets(wildcards=None):
+    """What Snakemake's report shows: training curves per seed, shard statistics, the audit table."""
+    runs = expand(B("report/{platform}/run_{seed}.png"), platform=PLATFORM, seed=train_seeds())
+    return runs + [B("report/shards.png"), B("report/audit.html")]
+
+
 rule provenance:
     input:
         log=B("results/{platform}/result_bert_{seed}.log"),
         downloads=provenance_downloads,
-        shards=all_shards,
-        shard_sums=B("shards/SHA256SUMS"),
-        eval=B("eval/eval.shard"),
+        shards=lambda w: [ancient(p) for p in all_shards(w)],
+        shard_sums=ancient(B("shards/SHA256SUMS")),
+        eval=ancient(B("eval/eval.shard")),
         checkpoint=provenance_checkpoint,
     output:
         B("results/{platform}/result_bert_{seed}.provenance.json"),
@@ -55,7 +66,7 @@ rule submission:
     output:
         score=B("submission/{org}.{platform}.score.json"),
     params:
-        out=B("submission"),
+        out=lambda w, output: str(Path(output.score).parent),
         system_json=lambda w: str(REPO / "profiles" / w.platform / "system.json"),
         ruleset=config.get("mlperf_ruleset", "5.0.0"),
     log:
@@ -82,7 +93,7 @@ rule report_run:
         ),
     params:
         # the trainer's job log, which holds its per-step lines (read if present)
-        step_log=lambda w: B(f"logs/train/{w.platform}/{w.seed}.log"),
+        step_log=lambda w: B(f"logs/train/{w.platform}/seed_{w.seed}.log"),
     log:
         B("logs/report_run/{platform}/{seed}.log"),
     conda:
@@ -95,7 +106,7 @@ rule report_run:
 
 rule report_shards:
     input:
-        shards=all_shards,
+        shards=lambda w: [ancient(p) for p in all_shards(w)],
     output:
         report(B("report/shards.png"), caption="../workflow/report/shards.rst", category="Data",
                labels={"figure": "shards per topic"}),
@@ -111,15 +122,14 @@ rule report_shards:
 
 rule report_audit:
     input:
-        logs=lambda w: sorted(str(p) for p in Path(BASEDIR).glob("results/*/result_bert_*.log")),
-        provenance=lambda w: [str(p)[:-len(".log")] + ".provenance.json"
-                              for p in Path(BASEDIR).glob("results/*/result_bert_*.log")],
+        logs=train_results,
+        provenance=provenance_records,
         sums=B("shards/SHA256SUMS"),
     output:
         report(B("report/audit.html"), caption="../workflow/report/audit.rst", category="Audit",
                labels={"table": "audit"}),
     params:
-        basedir=BASEDIR,
+        basedir=lambda w, output: str(Path(output[0]).parents[1]),
         repo=str(REPO),
         ruleset=config.get("mlperf_ruleset", "5.0.0"),
     log:

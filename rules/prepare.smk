@@ -10,7 +10,7 @@ checkpoint extract:
         # edited topic reruns exactly that topic's chain
         B("results4.files"),
     params:
-        dest=B("results4"),
+        dest=lambda w, output: output[0].removesuffix(".files"),
     log:
         B("logs/extract/extract.log"),
     conda:
