@@ -32,14 +32,15 @@ class ResultLog:
                              root_dir=str(Path(__file__).resolve().parents[1]))
 
   # ---- generic ----
-  def event(self, key: str, value: Any = None, **metadata):
-    self.ml.event(key=key, value=value, metadata=metadata or None)
+  # _depth: stack frames between the caller to record (file/lineno metadata) and mllog
+  def event(self, key: str, value: Any = None, _depth: int = 2, **metadata):
+    self.ml.event(key=key, value=value, metadata=metadata or None, stack_offset=_depth)
 
-  def start(self, key: str, value: Any = None, **metadata):
-    self.ml.start(key=key, value=value, metadata=metadata or None)
+  def start(self, key: str, value: Any = None, _depth: int = 2, **metadata):
+    self.ml.start(key=key, value=value, metadata=metadata or None, stack_offset=_depth)
 
-  def end(self, key: str, value: Any = None, **metadata):
-    self.ml.end(key=key, value=value, metadata=metadata or None)
+  def end(self, key: str, value: Any = None, _depth: int = 2, **metadata):
+    self.ml.end(key=key, value=value, metadata=metadata or None, stack_offset=_depth)
 
   def close(self):
     for h in self._handlers:
@@ -50,61 +51,65 @@ class ResultLog:
   def __exit__(self, *exc): self.close()
 
   # ---- phases ----
+  def _event(self, key, value=None, **md): self.event(key, value, _depth=4, **md)
+  def _start(self, key, value=None, **md): self.start(key, value, _depth=4, **md)
+  def _end(self, key, value=None, **md): self.end(key, value, _depth=4, **md)
+
   def init_header(self, hp: dict[str, Any]):
     """Submission keys, cache_clear and init_start (the INIT phase opens)."""
-    self.event(C.SUBMISSION_ORG, hp["SUBMISSION_ORG"])
-    self.event(C.SUBMISSION_PLATFORM, hp["SUBMISSION_PLATFORM"])
-    self.event(C.SUBMISSION_DIVISION, hp["SUBMISSION_DIVISION"])
-    self.event(C.SUBMISSION_STATUS, hp["SUBMISSION_STATUS"])
-    self.event(C.SUBMISSION_BENCHMARK, C.BERT)
-    self.event(C.CACHE_CLEAR, True)
-    self.start(C.INIT_START)
+    self._event(C.SUBMISSION_ORG, hp["SUBMISSION_ORG"])
+    self._event(C.SUBMISSION_PLATFORM, hp["SUBMISSION_PLATFORM"])
+    self._event(C.SUBMISSION_DIVISION, hp["SUBMISSION_DIVISION"])
+    self._event(C.SUBMISSION_STATUS, hp["SUBMISSION_STATUS"])
+    self._event(C.SUBMISSION_BENCHMARK, C.BERT)
+    self._event(C.CACHE_CLEAR, True)
+    self._start(C.INIT_START)
 
-  def init_stop(self): self.event(C.INIT_STOP)
+  def init_stop(self): self._event(C.INIT_STOP)
 
   def run_header(self, hp: dict[str, Any], max_seq_length: int, max_predictions_per_seq: int, eval_samples: int):
     """run_start, seed and every hyperparameter the BERT rules ask for."""
-    self.start(C.RUN_START)
-    self.event(C.SEED, hp["SEED"])
-    self.event(C.GLOBAL_BATCH_SIZE, hp["GLOBAL_BATCH_SIZE"])
-    self.event(C.MAX_SEQUENCE_LENGTH, max_seq_length)
-    self.event("max_predictions_per_seq", max_predictions_per_seq)
-    self.event(C.OPT_NAME, "LAMB")
-    self.event(C.OPT_BASE_LR, hp["OPT_BASE_LEARNING_RATE"])
-    self.event(C.OPT_LAMB_WEIGHT_DECAY, hp["DECAY"])
-    self.event(C.OPT_LAMB_BETA_1, hp["OPT_LAMB_BETA_1"])
-    self.event(C.OPT_LAMB_BETA_2, hp["OPT_LAMB_BETA_2"])
-    self.event(C.OPT_LAMB_LR_DECAY_POLY_POWER, hp["POLY_POWER"])
-    self.event(C.OPT_LAMB_EPSILON, hp["EPSILON"])
-    self.event(C.OPT_LR_WARMUP_STEPS, hp["NUM_WARMUP_STEPS"])
-    self.event(C.NUM_WARMUP_STEPS, hp["NUM_WARMUP_STEPS"])
-    self.event("start_warmup_step", 0)
-    self.event("opt_learning_rate_training_steps", hp["TRAIN_STEPS"])
-    self.event(C.GRADIENT_ACCUMULATION_STEPS, hp["GRADIENT_ACC_STEPS"])
-    self.event(C.EVAL_SAMPLES, eval_samples)
-    self.event(C.TRAIN_SAMPLES, hp["GLOBAL_BATCH_SIZE"] * hp["TRAIN_STEPS"])
+    self._start(C.RUN_START)
+    self._event(C.SEED, hp["SEED"])
+    self._event(C.GLOBAL_BATCH_SIZE, hp["GLOBAL_BATCH_SIZE"])
+    self._event(C.MAX_SEQUENCE_LENGTH, max_seq_length)
+    self._event("max_predictions_per_seq", max_predictions_per_seq)
+    self._event(C.OPT_NAME, "LAMB")
+    self._event(C.OPT_BASE_LR, hp["OPT_BASE_LEARNING_RATE"])
+    self._event(C.OPT_LAMB_WEIGHT_DECAY, hp["DECAY"])
+    self._event(C.OPT_LAMB_BETA_1, hp["OPT_LAMB_BETA_1"])
+    self._event(C.OPT_LAMB_BETA_2, hp["OPT_LAMB_BETA_2"])
+    self._event(C.OPT_LAMB_LR_DECAY_POLY_POWER, hp["POLY_POWER"])
+    self._event(C.OPT_LAMB_EPSILON, hp["EPSILON"])
+    self._event(C.OPT_LR_WARMUP_STEPS, hp["NUM_WARMUP_STEPS"])
+    self._event(C.NUM_WARMUP_STEPS, hp["NUM_WARMUP_STEPS"])
+    self._event("start_warmup_step", 0)
+    self._event("opt_learning_rate_training_steps", hp["TRAIN_STEPS"])
+    self._event(C.GRADIENT_ACCUMULATION_STEPS, hp["GRADIENT_ACC_STEPS"])
+    self._event(C.EVAL_SAMPLES, eval_samples)
+    self._event(C.TRAIN_SAMPLES, hp["GLOBAL_BATCH_SIZE"] * hp["TRAIN_STEPS"])
 
-  def epoch_start(self, samples: int): self.start(C.EPOCH_START, samples, epoch_num=samples)
-  def epoch_stop(self, samples: int): self.end(C.EPOCH_STOP, samples, epoch_num=samples)
+  def epoch_start(self, samples: int): self._start(C.EPOCH_START, samples, epoch_num=samples)
+  def epoch_stop(self, samples: int): self._end(C.EPOCH_STOP, samples, epoch_num=samples)
 
   def block_start(self, samples: int, step: int):
-    self.start(C.BLOCK_START, None, first_epoch_num=1, epoch_num=1, epoch_count=1, samples_count=samples,
+    self._start(C.BLOCK_START, None, first_epoch_num=1, epoch_num=1, epoch_count=1, samples_count=samples,
                step_num=step, first_step_num=step + 1)
 
   def block_stop(self, step: int, step_count: int):
-    self.end(C.BLOCK_STOP, None, first_epoch_num=1, epoch_num=1, first_step_num=step, step_num=step,
+    self._end(C.BLOCK_STOP, None, first_epoch_num=1, epoch_num=1, first_step_num=step, step_num=step,
              step_count=step_count)
 
-  def eval_start(self, samples: int, step: int): self.start(C.EVAL_START, None, epoch_num=samples, step_num=step)
+  def eval_start(self, samples: int, step: int): self._start(C.EVAL_START, None, epoch_num=samples, step_num=step)
 
   def eval_stop(self, samples: int, step: int, eval_samples: int):
-    self.end(C.EVAL_STOP, samples, epoch_num=samples, epoch_count=samples, step_num=step, samples_count=eval_samples)
+    self._end(C.EVAL_STOP, samples, epoch_num=samples, epoch_count=samples, step_num=step, samples_count=eval_samples)
 
   def eval_accuracy(self, acc: float, samples: int):
-    self.event(C.EVAL_ACCURACY, float(acc), epoch_num=samples, masked_lm_accuracy=float(acc))
+    self._event(C.EVAL_ACCURACY, float(acc), epoch_num=samples, masked_lm_accuracy=float(acc))
 
   def run_stop(self, success: bool, samples: int | None = None, **extra):
-    self.end(C.RUN_STOP, None, status=C.SUCCESS if success else C.ABORTED, **({"epoch_num": samples} if samples
+    self._end(C.RUN_STOP, None, status=C.SUCCESS if success else C.ABORTED, **({"epoch_num": samples} if samples
              is not None else {}), **extra)
 
 

@@ -349,7 +349,11 @@ class TrainRun:
             f"LOSS_SCALER; delete {self.ckpt_dir} to start over")
         if step % hp["EVAL_STEP_FREQ"] == 0 or step == train_steps:
           log.eval_start(step * gbs, step)
+          if hp.get("FREE_INTERMEDIATE") and steps.train_step.captured is not None:
+            steps.train_step.captured.free_intermediates()  # as train_bert: room for the eval step's buffers
           acc, lm_loss, secs = self._evaluate(steps)
+          if hp.get("FREE_INTERMEDIATE") and steps.eval_step.captured is not None:
+            steps.eval_step.captured.free_intermediates()
           log.eval_stop(step * gbs, step, hp["EVAL_SAMPLES"])
           log.eval_accuracy(acc, step * gbs)
           accs.append((step, acc))
