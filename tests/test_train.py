@@ -58,7 +58,7 @@ def data(tmp_path_factory):
 def make_run(data, tmp_path, devices=None, **over):
   base = dict(DEV="CPU", BS=4, EVAL_BS=8, OPT_BASE_LEARNING_RATE=0.01, NUM_WARMUP_STEPS=3, TRAIN_STEPS=12,
               EVAL_STEP_FREQ=6, SAVE_CKPT_FREQ=4, KEEP_CKPT_AMOUNT=2, TARGET=0.99, EVAL_SAMPLES=20,
-              INIT_BENCHMARK_STEPS=2, SUBMISSION_PLATFORM="test_cpu", SUBMISSION_DIVISION="open")
+              INIT_BENCHMARK_STEPS=0, SUBMISSION_PLATFORM="test_cpu", SUBMISSION_DIVISION="open")
   base.update(over)
   hp = resolve({}, base, seed=3, eval_examples=20)
   return TrainRun(hp, shard_paths=data["shards"], eval_path=data["eval"], bert_config=data["config"],

@@ -18,7 +18,7 @@ with job_log(snakemake.log[0]):
                    work_log_path=p.work_log, ckpt_dir=p.ckpt_dir, max_seq_length=p.max_seq_length,
                    max_predictions_per_seq=p.max_predictions_per_seq,
                    init_weights=snakemake.input.init_weights[0] if snakemake.input.init_weights else None,
-                   progress=False)
+                   progress=True)
     res = run.run()
     print(f"training finished: status {res.status} after {res.steps} steps ({res.samples} samples), "
           f"eval accuracies {res.accuracies}, median step {res.step_ms:.1f} ms")
