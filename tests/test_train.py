@@ -182,3 +182,37 @@ def test_bad_platform_file(tmp_path):
     load_platform(tmp_path / "p.yaml")
   with pytest.raises(UserError, match="platform file not found"):
     load_platform(tmp_path / "missing.yaml")
+
+
+# ---- the workflow's train rule: a killed job resumes when the same snakemake command runs again ----
+import signal, subprocess, sys, time
+
+
+@pytest.mark.slow
+def test_snakemake_train_rule_resumes_after_kill(tmp_path):
+  repo = _Path(__file__).resolve().parents[1]
+  snakemake = _Path(sys.executable).with_name("snakemake")
+  cmd = [str(snakemake), "--cores", "2", "all", "--config", f"basedir={tmp_path}",
+         "train={TRAIN_STEPS: 24, SAVE_CKPT_FREQ: 8, EVAL_STEP_FREQ: 12, EVAL_SAMPLES: 64, TARGET: 0.9, "
+         "INIT_BENCHMARK_STEPS: 0}"]
+  ckpt = tmp_path / "train/cpu/seed_0/ckpt_00000016.safetensors"
+  p = subprocess.Popen(cmd, cwd=repo, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+  try:
+    deadline = time.time() + 900
+    while not ckpt.exists() and p.poll() is None and time.time() < deadline: time.sleep(1)
+    assert ckpt.exists(), "no checkpoint appeared"
+  finally:
+    if p.poll() is None:
+      os.killpg(p.pid, signal.SIGINT)
+      p.wait(timeout=120)
+  result = tmp_path / "results/cpu/result_bert_0.log"
+  assert not result.exists() and (tmp_path / "logs/train/cpu/result_bert_0.partial.log").exists()
+  r = subprocess.run(cmd, cwd=repo, capture_output=True, text=True, timeout=900)
+  assert r.returncode == 0, r.stderr[-3000:]
+  job_log = (tmp_path / "logs/train/cpu/seed_0.log").read_text()
+  assert "resuming from" in job_log and "at step 16" in job_log
+  text = result.read_text()
+  assert text.count('"key": "run_start"') == 1 and text.count('"key": "eval_accuracy"') == 2
+  ok, out = compliance_check(result)
+  assert ok, out
+  assert list_checkpoints(tmp_path / "train/cpu/seed_0") == []
