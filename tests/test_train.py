@@ -216,3 +216,17 @@ def test_snakemake_train_rule_resumes_after_kill(tmp_path):
   ok, out = compliance_check(result)
   assert ok, out
   assert list_checkpoints(tmp_path / "train/cpu/seed_0") == []
+
+
+def test_initial_weights_are_loaded(data, tmp_path):
+  from safetensors.numpy import save_file
+  from mlperf_bert.model import parameter_shapes
+  from mlperf_bert.train import Steps, model_config
+  hp = resolve({}, {"BS": 4}, eval_examples=20)
+  cfg = model_config(data["config"], hp)
+  rng = np.random.default_rng(1)
+  weights = {k: rng.standard_normal(s).astype(np.float32) for k, s in parameter_shapes(cfg).items()}
+  save_file(weights, str(tmp_path / "model.safetensors"))
+  steps = Steps(cfg, hp, ("CPU",), seed=0, init_weights=tmp_path / "model.safetensors")
+  for k, t in steps.model.state_dict().items():
+    np.testing.assert_array_equal(t.numpy(), weights[k])

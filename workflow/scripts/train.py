@@ -2,7 +2,7 @@
 import os, sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(snakemake.scriptdir).parents[1]))
+sys.path.insert(0, str(Path(snakemake.scriptdir).resolve().parents[1]))
 from mlperf_bert.platform import tinygrad_env
 from mlperf_bert.snakejob import job_log
 
