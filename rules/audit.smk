@@ -8,27 +8,6 @@ import json as _json, os as _os, sys as _sys
 _os.environ.setdefault("MLPERF_BERT_COMMAND", _json.dumps(_sys.argv))
 
 
-def provenance_downloads(wildcards=None):
-    """Every configured download: the manifest, vocab, bert_config, the text tarball, TF checkpoint files."""
-    return [B("download", f) for f in config["sources"]]
-
-
-def provenance_checkpoint(wildcards=None):
-    """The converted checkpoint, when the config downloads the TF checkpoint the trainer starts from."""
-    return [B("checkpoint/model.safetensors")] if "model.ckpt-28252.index" in config["sources"] else []
-
-
-def provenance_records(wildcards=None):
-    """The provenance record beside each result log of the configured platform and seeds."""
-    return [p[: -len(".log")] + ".provenance.json" for p in train_results()]
-
-
-def report_targets(wildcards=None):
-    """What Snakemake's report shows: training curves per seed, shard statistics, the audit table."""
-    runs = expand(B("report/{platform}/run_{seed}.png"), platform=PLATFORM, seed=train_seeds())
-    return runs + [B("report/shards.png"), B("report/audit.html")]
-
-
 rule provenance:
     input:
         log=B("results/{platform}/result_bert_{seed}.log"),
@@ -50,11 +29,6 @@ rule provenance:
         mem_mb=300,
     script:
         "../workflow/scripts/provenance.py"
-
-
-def submission_seeds(wildcards=None):
-    """The seeds whose logs go into the package: config key `seeds` (the lead's training config), else 0..9."""
-    return list(config.get("seeds", range(10)))
 
 
 rule submission:

@@ -59,3 +59,66 @@ def all_shard_sums(wildcards=None):
 
 wildcard_constraints:
     topic=r"part-\d{5}-of-\d{5}",
+
+
+# ---- training (rules/train.smk) ----
+import importlib.metadata as _im
+import re as _re
+
+from mlperf_bert.platform import load_platform as _load_platform, resolve as _resolve, rule_params as _rule_params
+
+PLATFORM = config.get("platform", "cpu")
+PLATFORM_FILE = REPO / "profiles" / PLATFORM / "platform.yaml"
+TINYGRAD_VERSION = _im.version("tinygrad")
+try:
+    _PLATFORM_SETTINGS = _load_platform(PLATFORM_FILE)
+    _resolve(_PLATFORM_SETTINGS, config.get("train") or {}, seed=0, eval_examples=config["eval_examples"])
+except UserError as e:
+    raise WorkflowError(f"platform {PLATFORM!r}: {e}")
+
+
+def train_seeds():
+    return [int(s) for s in config.get("seeds", [0])]
+
+
+def train_hparams(seed):
+    """Every resolved hyperparameter and setting of the training run for a seed (the rule's params)."""
+    hp = _resolve(_PLATFORM_SETTINGS, config.get("train") or {}, seed=int(seed), eval_examples=config["eval_examples"])
+    return _rule_params(hp)
+
+
+def use_initial_checkpoint():
+    """Train from the converted MLPerf checkpoint when the config downloads it; else from a seeded random init."""
+    return "model.ckpt-28252.index" in config["sources"]
+
+
+def train_results(wildcards=None):
+    """The result logs of the configured platform and seeds (targets of `rule all`)."""
+    return expand(B("results/{platform}/result_bert_{seed}.log"), platform=PLATFORM, seed=train_seeds())
+
+
+# ---- provenance, submission, report (rules/audit.smk) ----
+def provenance_downloads(wildcards=None):
+    """Every configured download: the manifest, vocab, bert_config, the text tarball, TF checkpoint files."""
+    return [B("download", f) for f in config["sources"]]
+
+
+def provenance_checkpoint(wildcards=None):
+    """The converted checkpoint, when the config downloads the TF checkpoint the trainer starts from."""
+    return [B("checkpoint/model.safetensors")] if "model.ckpt-28252.index" in config["sources"] else []
+
+
+def provenance_records(wildcards=None):
+    """The provenance record beside each result log of the configured platform and seeds."""
+    return [p[: -len(".log")] + ".provenance.json" for p in train_results()]
+
+
+def report_targets(wildcards=None):
+    """What Snakemake's report shows: training curves per seed, shard statistics, the audit table."""
+    runs = expand(B("report/{platform}/run_{seed}.png"), platform=PLATFORM, seed=train_seeds())
+    return runs + [B("report/shards.png"), B("report/audit.html")]
+
+
+def submission_seeds(wildcards=None):
+    """The seeds whose logs go into the package: config key `seeds` (the lead's training config), else 0..9."""
+    return list(config.get("seeds", range(10)))

@@ -5,41 +5,6 @@
 # rebuilding a topic byte-identically must not retrain (the audit compares contents by hash).
 # Resume: the checkpoint directory {basedir}/train/{platform}/seed_{seed}/ is deliberately not an output, so a
 # killed or failed job keeps it and the same snakemake command continues from the newest checkpoint.
-import importlib.metadata as _im
-import re as _re
-
-from mlperf_bert.platform import load_platform as _load_platform, resolve as _resolve, rule_params as _rule_params
-
-PLATFORM = config.get("platform", "cpu")
-PLATFORM_FILE = REPO / "profiles" / PLATFORM / "platform.yaml"
-TINYGRAD_VERSION = _im.version("tinygrad")
-try:
-    _PLATFORM_SETTINGS = _load_platform(PLATFORM_FILE)
-    _resolve(_PLATFORM_SETTINGS, config.get("train") or {}, seed=0, eval_examples=config["eval_examples"])
-except UserError as e:
-    raise WorkflowError(f"platform {PLATFORM!r}: {e}")
-
-
-def train_seeds():
-    return [int(s) for s in config.get("seeds", [0])]
-
-
-def train_hparams(seed):
-    """Every resolved hyperparameter and setting of the training run for a seed (the rule's params)."""
-    hp = _resolve(_PLATFORM_SETTINGS, config.get("train") or {}, seed=int(seed), eval_examples=config["eval_examples"])
-    return _rule_params(hp)
-
-
-def use_initial_checkpoint():
-    """Train from the converted MLPerf checkpoint when the config downloads it; else from a seeded random init."""
-    return "model.ckpt-28252.index" in config["sources"]
-
-
-def train_results(wildcards=None):
-    """The result logs of the configured platform and seeds (targets of `rule all`)."""
-    return expand(B("results/{platform}/result_bert_{seed}.log"), platform=PLATFORM, seed=train_seeds())
-
-
 rule train:
     input:
         shards=lambda w: [ancient(p) for p in all_shards(w)],
