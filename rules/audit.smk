@@ -32,6 +32,12 @@ rule provenance:
 
 
 rule submission:
+    """`snakemake submission`: the MLPerf package of the configured platform's seeds, checked and scored."""
+    input:
+        lambda w: B(f"submission/{submission_org()}.{PLATFORM}.score.json"),
+
+
+rule submission_package:
     input:
         logs=lambda w: expand(B("results/{platform}/result_bert_{seed}.log"), platform=w.platform,
                               seed=submission_seeds()),

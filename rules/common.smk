@@ -119,6 +119,11 @@ def report_targets(wildcards=None):
     return runs + [B("report/shards.png"), B("report/audit.html")]
 
 
+def submission_org():
+    """The submitter named in the logs: SUBMISSION_ORG of the platform, unless the `train` config overrides it."""
+    return str((config.get("train") or {}).get("SUBMISSION_ORG") or _PLATFORM_SETTINGS.get("SUBMISSION_ORG", "tinycorp"))
+
+
 def submission_seeds(wildcards=None):
     """The seeds whose logs go into the package: config key `seeds` (the lead's training config), else 0..9."""
     return list(config.get("seeds", range(10)))

@@ -157,7 +157,7 @@ def test_profiles_resolve(name):
     assert (hp["BS"], hp["TRAIN_STEPS"], hp["OPT_BASE_LEARNING_RATE"], hp["DECAY"]) == (1024, 3900, 0.0011, 0.1)
     assert (hp["OPT_LAMB_BETA_1"], hp["OPT_LAMB_BETA_2"]) == (0.60466, 0.85437)
   if name == "tinybox_green":
-    assert (hp["DEV"], hp["GPUS"], hp["BS"], hp["BEAM"], hp["FLOAT"]) == ("NV", 6, 96, 8, "half")
+    assert (hp["DEV"], hp["GPUS"], hp["BS"], hp["BEAM"], hp["FLOAT"]) == ("NV", 6, 90, 8, "half")
   env = tinygrad_env(hp)
   assert env["DEV"] == hp["DEV"] and ("USE_ATOMICS" in env) == (name == "cpu")
 
