@@ -3,6 +3,7 @@ official score; an open-division package from a few demo-like logs is assembled 
 import json, shutil, subprocess, sys
 from pathlib import Path
 
+import pytest
 from mlperf_logging.system_desc_checker.system_desc_checker import check_system_desc
 
 from mlperf_bert import cli
@@ -73,3 +74,29 @@ def test_bad_logs_are_refused(tmp_path, capsys):
   assert cli.main(["submission", str(logs[0]), "--out", str(tmp_path / "s")]) == 2
   assert "expected 'bert'" in capsys.readouterr().err
   assert cli.main(["submission", str(logs[0]), "--out", str(tmp_path / "s"), "--ruleset", "5.1.0"]) == 2
+
+
+PLATFORMS = ("tinybox_green", "tinybox_red", "tinybox_8xMI300X", "dev_1gpu", "cpu")
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_profile_system_json_passes_the_system_desc_checker(platform):
+  """profiles/<platform>/system.json (what rule submission_package puts into systems/<system>.json) passes
+  mlperf-logging's system_desc_checker for training 5.0.0 and agrees with what the platform's logs say."""
+  from importlib.metadata import version
+  from mlperf_bert.audit import system_desc_check
+  from mlperf_bert.platform import load_platform, resolve
+  path = REPO / "profiles" / platform / "system.json"
+  ok, reasons = system_desc_check(path, "5.0.0")
+  assert ok and not reasons, reasons
+  desc = json.loads(path.read_text())
+  assert list(desc) == SYSTEM_FIELDS  # every required field, in the checker's order, nothing else
+  hp = resolve(load_platform(REPO / "profiles" / platform / "platform.yaml"))
+  # the package's division and submitter must equal the logs' (the audit FAILs a division mismatch)
+  assert desc["division"] == hp["SUBMISSION_DIVISION"] and desc["submitter"] == hp["SUBMISSION_ORG"]
+  assert desc["framework"] == f"tinygrad {version('tinygrad')}" == "tinygrad 0.14.0"
+  gpus = 0 if hp["DEV"] == "CPU" else hp["GPUS"]
+  assert desc["accelerators_per_node"] == str(gpus)
+  if platform == "cpu":
+    assert desc["status"] == "Research, Development, or Internal (RDI)" and desc["division"] == "open"
