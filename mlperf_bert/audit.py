@@ -173,6 +173,8 @@ def package_checker(org_dir: str | os.PathLike, ruleset: str = DEFAULT_RULESET, 
     p = subprocess.run([sys.executable, "-m", "mlperf_logging.package_checker", str(target), USAGE, ruleset,
                         "--log_output", str(log)], cwd=tmp, capture_output=True, text=True)
     out = p.stdout + p.stderr
+    if not in_place:  # name the audited package in the messages, not the temporary copy
+      out = out.replace(str(target), str(org_dir))
   passed = p.returncode == 0 and "PACKAGE CHECKER FOUND NO ERRORS" in out
   return passed, out
 
@@ -386,6 +388,8 @@ def check_logs(audit: Audit, logs: list[MLPerfLog], *, system: str, division: st
       if log.malformed: why = f"malformed log ({len(log.malformed)} bad lines)"
       v = f"dropped: {why}"
     elif not scoring: v = "converged"
+    elif expect_count is not None and len(logs) != expect_count:
+      v = f"converged (no olympic score: {len(logs)} of {expect_count} logs)"
     elif n == fastest: v = "dropped: fastest (olympic)"
     elif n == slowest: v = "dropped: slowest (olympic)"
     else: v = "scored"

@@ -5,7 +5,8 @@ import json as _json, os as _os, sys as _sys
 # The command line of this Snakemake run, for the provenance records and the submission README. Passed through the
 # environment (inherited by local jobs), not as params: a param that changes with every invocation would make
 # Snakemake rerun the jobs (params rerun trigger) and the audit's dry run would never be clean.
-_os.environ.setdefault("MLPERF_BERT_COMMAND", _json.dumps(_sys.argv))
+# argv[0] is snakemake's entry point (a console script or snakemake/__main__.py): recorded as "snakemake".
+_os.environ.setdefault("MLPERF_BERT_COMMAND", _json.dumps(["snakemake", *_sys.argv[1:]]))
 
 
 rule provenance:
@@ -38,6 +39,8 @@ rule submission:
 
 
 rule submission_package:
+    """The package of the platform's seeds; its system (results/<system>/, systems/<system>.json) is the logs'
+    submission_platform, the score file is named after the workflow's platform."""
     input:
         logs=lambda w: expand(B("results/{platform}/result_bert_{seed}.log"), platform=w.platform,
                               seed=submission_seeds()),

@@ -1,21 +1,31 @@
-# rule submission: <org>/{systems,results,benchmarks} from the seeds' logs, package checker, summarizer, score.
-import json, os, sys
+# rule submission_package: <org>/{systems,results,benchmarks} from the seeds' logs, package checker, summarizer, score.
+import json, os, shlex, sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parents[1]))
-from mlperf_bert.errors import UserError
 from mlperf_bert.snakejob import job_log
 from mlperf_bert.submission import build_package
+
+
+def as_text(command) -> str:
+    return shlex.join(command) if isinstance(command, list) else str(command)
+
 
 with job_log(snakemake.log[0]):
     p = snakemake.params
     overrides = json.loads(Path(p.system_json).read_text()) if Path(p.system_json).is_file() else None
-    rec = build_package(p.out, logs=list(snakemake.input.logs), org=snakemake.wildcards.org,
-                        system=snakemake.wildcards.platform, ruleset=p.ruleset,
-                        command=" ".join(json.loads(os.environ.get("MLPERF_BERT_COMMAND", "[]"))),
-                        system_overrides=overrides)
-    if Path(snakemake.output.score).resolve() != (Path(p.out) / f"{rec['org']}.{rec['system']}.score.json").resolve():
-        raise UserError(f"the score went to {rec['org']}.{rec['system']}.score.json, not {snakemake.output.score}")
+    # the command that produced the logs is the one their provenance records hold (not this `snakemake submission`)
+    commands = []
+    for rec in snakemake.input.provenance:
+        c = as_text(json.loads(Path(rec).read_text()).get("command") or "")
+        if c and c not in commands: commands.append(c)
+    if not commands:
+        commands = [as_text(json.loads(os.environ.get("MLPERF_BERT_COMMAND", "[]")))]
+    # the system is the logs' submission_platform (results/<system>/, systems/<system>.json); the score file is
+    # this rule's output, named after the workflow's platform
+    rec = build_package(p.out, logs=list(snakemake.input.logs), org=snakemake.wildcards.org, ruleset=p.ruleset,
+                        command="\n".join(commands), system_overrides=overrides, score_path=snakemake.output.score)
     pc = rec["package_checker"]
+    print(f"package {rec['package']} (system {rec['system']}, {rec['division']} division)")
     print(f"package_checker: {'PASS' if pc['passed'] else 'FAIL'} {pc['errors']}")
     print(f"score: {rec['score_rounded']}")
