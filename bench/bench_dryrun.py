@@ -31,7 +31,8 @@ def main():
     for f in ("results_text.tar.gz", "vocab.txt", "bert_config.json"):
       (base / "download" / f).write_bytes(b"stand-in")
     time.sleep(0.01)
-    (base / "results4").touch()  # newer than its inputs: the extract checkpoint is complete
+    # the extract checkpoint's listing, newer than its inputs: extraction is complete
+    (base / "results4.files").write_text("".join(f"{p.stat().st_size}  {p.name}\n" for p in (base / "results4").iterdir()))
     cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", tmp, "--cores", "16", "-n",
            "--quiet", "rules", "--config", f"basedir={base}"]
     best = None
@@ -43,6 +44,7 @@ def main():
         sys.exit(f"dry run failed:\n{r.stdout}\n{r.stderr}")
       best = dt if best is None else min(best, dt)
     print(r.stdout.strip())
+    assert f"shard {args.topics}" in " ".join(r.stdout.split()), "the dry run did not plan a shard job per topic"
     print(f"snakemake -n over a {args.topics}-topic manifest: {best:.2f} s (best of 3)")
 
 
