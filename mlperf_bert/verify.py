@@ -21,11 +21,9 @@ def verify_file(path: str | Path, manifest_path: str | Path, stamp: str | Path |
   actual = file_digest(path, "md5")
   if actual != expected:
     raise UserError(f"{path}: MD5 mismatch: expected {expected} (from {manifest_path}), got {actual}. The file "
-                    "was changed or extracted from a different archive; delete results4/ and rerun to extract it again")
+                    "was changed or extracted from a different archive; extract it again with `snakemake --forcerun extract`")
   log(f"{path.name}: md5 {actual} matches the manifest")
-  if stamp is not None:
-    with atomic_path(stamp) as tmp:
-      Path(tmp).write_text(f"{actual}  {path.name}\n")
+  _stamp(stamp, f"{actual}  {path.name}\n")
   return actual
 
 
@@ -47,9 +45,14 @@ def verify_eval_articles(eval_txt: str | Path, eval_md5: str | Path, stamp: str 
     if g != w:
       first = arts[i].strip().splitlines()[0][:60] if arts[i].strip() else ""
       raise UserError(f"{eval_txt}: article {i + 1} ({first!r}...) has md5 {g}, {eval_md5} expects {w}; "
-                      "extract eval.txt again (delete results4/ and rerun)")
+                      "extract it again with `snakemake --forcerun extract`, or check eval_md5 in the config")
   log(f"{eval_txt}: all {len(got)} articles match {eval_md5}")
+  _stamp(stamp, f"{len(got)} articles match {Path(eval_md5).name}\n")
+  return len(got)
+
+
+def _stamp(stamp: str | Path | None, text: str) -> None:
+  """Write a verification stamp atomically (nothing when no stamp path is given)."""
   if stamp is not None:
     with atomic_path(stamp) as tmp:
-      Path(tmp).write_text(f"{len(got)} articles match {Path(eval_md5).name}\n")
-  return len(got)
+      Path(tmp).write_text(text)
