@@ -129,3 +129,19 @@ def test_official_eval_md5_is_shipped():
   lines = (REPO / "resources" / "mlperf" / "eval.md5").read_text().split()
   assert len(lines) == 10000 and all(len(h) == 32 for h in lines)
   assert hashlib.md5((REPO / "resources" / "mlperf" / "eval.md5").read_bytes()).hexdigest() == "71a58382a68947e93e88aa0d42431b6c"
+
+
+def test_cli_extract_verify_and_exit_codes(tmp_path):
+  import subprocess, sys
+  def run(*args):
+    return subprocess.run([sys.executable, "-m", "mlperf_bert", *args], capture_output=True, text=True, cwd=REPO)
+  r = run("extract", "--tarball", str(DEMO / "results_text.tar.gz"), "--manifest", str(MANIFEST),
+          "--output", str(tmp_path / "results4"))
+  assert r.returncode == 0, r.stderr
+  r = run("verify", str(tmp_path / "results4" / "part-00003-of-00008"), "--manifest", str(MANIFEST))
+  assert r.returncode == 0 and "matches the manifest" in r.stdout
+  r = run("verify-eval", str(tmp_path / "results4" / "eval.txt"), "--eval-md5", str(DEMO / "eval.md5"))
+  assert r.returncode == 0 and "all 12 articles" in r.stdout
+  (tmp_path / "results4" / "part-00003-of-00008").write_text("edited\n")
+  r = run("verify", str(tmp_path / "results4" / "part-00003-of-00008"), "--manifest", str(MANIFEST))
+  assert r.returncode == 2 and "MD5 mismatch" in r.stderr
