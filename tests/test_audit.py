@@ -1,7 +1,7 @@
 """`python -m mlperf_bert audit` on tinycorp's real v4.1 submission and on damaged copies of it.
 
 The expected verdicts come from mlperf-logging's own result_summarizer, run here independently."""
-import csv, hashlib, json, os, re, shutil, subprocess, sys
+import csv, hashlib, json, re, shutil, subprocess, sys
 from pathlib import Path
 
 import pytest
@@ -226,52 +226,8 @@ def test_changed_config_fails_and_is_named(tmp_path, capsys):
   assert re.search(r"FAIL\s+config\s+.*preprocessing\.dupe_factor: recorded 10, now 11", out)
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# the real workflow: a tiny corpus built by Snakemake, two logs, their provenance records, then the audit
-# ---------------------------------------------------------------------------------------------------------------
-def _relabelled_log(src: Path, dst: Path, seed: int) -> None:
-  text = re.sub(r'"key": "seed", "value": \d+', f'"key": "seed", "value": {seed}', src.read_text())
-  text = text.replace('"value": "tinybox_red"', '"value": "cpu_demo"').replace('"value": "closed"', '"value": "open"')
-  dst.parent.mkdir(parents=True, exist_ok=True)
-  dst.write_text(text)
-
-
-@pytest.mark.slow
-@pytest.mark.skipif('include: "rules/audit.smk"' not in (REPO / "Snakefile").read_text(),
-                    reason="the Snakefile does not include rules/audit.smk yet")
-def test_workflow_tree_clean_then_config_and_shard_changes(tmp_path, capsys):
-  from workflow_helpers import demo_topic, make_corpus, snakemake, write_config
-  corpus = make_corpus(tmp_path / "corpus", {"part-00000-of-00002": demo_topic(0)[:20000],
-                                             "part-00001-of-00002": demo_topic(1)[:20000]})
-  base = tmp_path / "base"
-  cfg = write_config(tmp_path / "config.yaml", base, corpus)
-  snakemake(tmp_path, "--cores", "2", configfile=cfg)
-  for seed in (0, 1):
-    _relabelled_log(DATA / f"results/tinybox_red/bert/result_{seed}.txt", base / f"results/cpu_demo/result_bert_{seed}.log", seed)
-  provs = [str(base / f"results/cpu_demo/result_bert_{s}.provenance.json") for s in (0, 1)]
-  snakemake(tmp_path, "--cores", "2", *provs, configfile=cfg)
-  args = ["audit", str(base), "--workdir", str(tmp_path), "--configfile", str(cfg)]
-  before = tree_digest(base)
-  assert cli.main(args) == 0, capsys.readouterr().out
-  out = capsys.readouterr().out
-  assert re.search(r"PASS\s+dry run\s+.*nothing to be done", out)
-  assert tree_digest(base) == before
-  # a config value changes: Snakemake would rebuild the shards, and the record's config differs
-  good = cfg.read_text()
-  cfg.write_text(good.replace("dupe_factor: 10", "dupe_factor: 11"))
-  assert cli.main(args) == 1
-  out = capsys.readouterr().out
-  assert re.search(r"FAIL\s+dry run\s+shard \(topic=part-00000-of-00002\)\s+would run: Params have changed", out)
-  assert re.search(r"FAIL\s+config\s+.*preprocessing\.dupe_factor: recorded 10, now 11", out)
-  # one byte of a shard changes (same mtime, so Snakemake sees nothing): the checksums and provenance name it
-  cfg.write_text(good)
-  shard = base / "shards/part-00001-of-00002.shard"
-  st = shard.stat()
-  data = bytearray(shard.read_bytes()); data[100] ^= 1; shard.write_bytes(bytes(data))
-  os.utime(shard, ns=(st.st_atime_ns, st.st_mtime_ns))
-  assert cli.main(args) == 1
-  fails = [l for l in capsys.readouterr().out.splitlines() if l.startswith("FAIL")]
-  assert fails and all("shards/part-00001-of-00002.shard" in l for l in fails), fails
+# The real workflow (Snakemake builds the tree, trains two seeds, writes the provenance records; the audit of the
+# clean tree, of a changed shard byte, log byte and config key): tests/test_end_to_end.py, one shared run.
 
 
 def test_log_claiming_ruleset_5_1(green, capsys):
