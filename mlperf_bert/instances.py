@@ -297,7 +297,8 @@ def make_instances(text_path, vocab_path, settings: Settings, *, engine: str = "
   bar = None
   if progress:
     from tqdm import tqdm
-    bar = tqdm(total=0, unit=" lines", desc=f"tokenize {text_path.name}", leave=False, file=sys.stderr)
+    # leave=True: a job log (not a terminal) keeps the bar's final state, lines and lines/s
+    bar = tqdm(total=0, unit=" lines", desc=f"tokenize {text_path.name}", leave=True, file=sys.stderr)
 
   def tick(done: int, total: int) -> None:
     bar.total = total
