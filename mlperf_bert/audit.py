@@ -765,7 +765,10 @@ def audit_basedir(path: str | os.PathLike, *, ruleset: str = DEFAULT_RULESET, st
   elif not (wf / "Snakefile").is_file():
     audit.add("FAIL", "dry run", str(wf), "no Snakefile there; pass --workflow-dir (the run's workflow directory)")
   else:
-    targets = ["all"] + [str(_provenance_path(l).resolve()) for l in logs if _provenance_path(l).is_file()] \
+    # name the records as the workflow's outputs are named: under the config's basedir, relative or absolute
+    cfg_base = overrides.get("basedir") or (now_cfg or {}).get("basedir") or str(base.resolve())
+    targets = ["all"] + [str(Path(cfg_base) / _provenance_path(l).relative_to(base)) for l in logs
+                         if _provenance_path(l).is_file()] \
       if re.search(r"^rule all\b", (wf / "Snakefile").read_text(), re.M) else []
     rc, jobs, out = snakemake_dry_run(wf, wd, configfiles, overrides, targets)
     if rc != 0 and "MissingRuleException" in out and ".provenance.json" in out:
