@@ -77,6 +77,7 @@ rule report_run:
     params:
         # the trainer's job log, which holds its per-step lines (read if present)
         step_log=lambda w: B(f"logs/train/{w.platform}/seed_{w.seed}.log"),
+        target=lambda w: train_hparams(w.seed)["TARGET"],
     log:
         B("logs/report_run/{platform}/{seed}.log"),
     conda:

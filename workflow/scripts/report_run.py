@@ -8,4 +8,5 @@ from mlperf_bert.snakejob import job_log
 
 with job_log(snakemake.log[0]):
     step_log = snakemake.params.step_log
-    print(plot_run(snakemake.output[0], snakemake.input.log, step_log if Path(step_log).is_file() else None))
+    print(plot_run(snakemake.output[0], snakemake.input.log, step_log if Path(step_log).is_file() else None,
+                   target=snakemake.params.target))
