@@ -8,7 +8,7 @@ import argparse, importlib, sys
 
 from mlperf_bert.errors import UserError
 
-# module name -> registers its subcommands; imported lazily so `--help` stays fast
+# modules that register subcommands; each is imported when the parser is built
 COMMANDS: list[str] = ["textcli", "audit", "checkpoint", "datacli", "submission", "train"]
 
 

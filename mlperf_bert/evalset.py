@@ -11,7 +11,7 @@ from typing import Callable
 import numpy as np
 
 from mlperf_bert.errors import UserError
-from mlperf_bert.instances import Instances, _settings, make_instances, summary_line, write_instances
+from mlperf_bert.instances import Instances, _settings, make_instances, summary_line, warn_dropped, write_instances
 
 
 def pick_indices(n: int, num_examples: int) -> np.ndarray:
@@ -45,12 +45,9 @@ def build_evalset(text_path, vocab_path, out_path, *, num_examples: int = 10000,
   corpus, inst, ids = make_instances(text_path, vocab_path, st, engine=engine, progress=progress)
   rows = pick_indices(len(inst), int(num_examples))
   stats = write_instances(out_path, corpus, pick(inst, rows), st, ids)
-  stats.update(output=str(out_path), candidates=len(inst), text_bytes=corpus.text_bytes,
-               dropped_bytes=corpus.dropped_bytes, documents=len(corpus.doc_bounds),
-               sentences=len(corpus.sent_offsets) - 1, cpu_seconds=time.process_time() - t0)
+  stats.update(candidates=len(inst), cpu_seconds=time.process_time() - t0)
   if log is not None:
-    if corpus.dropped_bytes:
-      log(f"warning: {text_path}: dropped {corpus.dropped_bytes} bytes that are not valid UTF-8 (as the reference does)")
+    warn_dropped(log, text_path, corpus)
     if len(inst) < num_examples:
       log(f"note: {text_path} gave {len(inst)} instances for {num_examples} eval rows: rows repeat")
     log(summary_line(stats) + f", picked from {len(inst)} instances")

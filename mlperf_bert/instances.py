@@ -321,7 +321,15 @@ def write_instances(out_path, corpus: Corpus, inst: Instances, settings: Setting
                              max_predictions_per_seq=settings.max_predictions_per_seq, framed=True,
                              cls_id=ids.cls, sep_id=ids.sep)
   write_sidecar(out_path)
+  stats.update(output=str(out_path), text_bytes=corpus.text_bytes, dropped_bytes=corpus.dropped_bytes,
+               documents=len(corpus.doc_bounds), sentences=len(corpus.sent_offsets) - 1)
   return stats
+
+
+def warn_dropped(log: Callable[[str], None], text_path, corpus: Corpus) -> None:
+  """The job log says how many invalid UTF-8 bytes were dropped, as the reference's convert_to_unicode does."""
+  if corpus.dropped_bytes:
+    log(f"warning: {text_path}: dropped {corpus.dropped_bytes} bytes that are not valid UTF-8 (as the reference does)")
 
 
 def summary_line(stats: dict) -> str:
@@ -344,11 +352,8 @@ def build_shard(text_path, vocab_path, out_path, *, max_seq_length: int = 512, m
   st = _settings(max_seq_length, max_predictions_per_seq, masked_lm_prob, short_seq_prob, random_seed, dupe_factor)
   corpus, inst, ids = make_instances(text_path, vocab_path, st, engine=engine, progress=progress)
   stats = write_instances(out_path, corpus, inst, st, ids)
-  stats.update(output=str(out_path), text_bytes=corpus.text_bytes, dropped_bytes=corpus.dropped_bytes,
-               documents=len(corpus.doc_bounds), sentences=len(corpus.sent_offsets) - 1,
-               cpu_seconds=time.process_time() - t0)
+  stats["cpu_seconds"] = time.process_time() - t0
   if log is not None:
-    if corpus.dropped_bytes:
-      log(f"warning: {text_path}: dropped {corpus.dropped_bytes} bytes that are not valid UTF-8 (as the reference does)")
+    warn_dropped(log, text_path, corpus)
     log(summary_line(stats))
   return stats
