@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from mlperf_bert.loader import TrainLoader, eval_batches, list_shards, open_shards, stream_indices
-from mlperf_bert.shards import Shard, write_shard
+from mlperf_bert.data.loader import TrainLoader, eval_batches, open_shards, stream_indices
+from mlperf_bert.data.shards import Shard, write_shard
 
 
 def synthetic(d: Path, files=8, n=4000, seq=128, pred=20):

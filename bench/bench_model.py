@@ -11,7 +11,7 @@ import argparse, time
 import numpy as np
 from tinygrad import Context, Device, Tensor, TinyJit, dtypes
 
-from mlperf_bert.model import BertConfig, BertForPretraining
+from mlperf_bert.train.model import BertConfig, BertForPretraining
 
 
 def step_flops(cfg: BertConfig, B: int, S: int, P: int) -> float:

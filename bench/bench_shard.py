@@ -61,7 +61,7 @@ def run_measured(args: list[str]) -> dict:
 
 def gate(tmp: Path, text: Path, engine: str) -> None:
   from feature_digest import digest
-  from mlperf_bert.shards import read_features
+  from mlperf_bert.data.shards import read_features
   for name, want in ORACLE.items():
     out = tmp / f"{name}.shard"
     r = run_measured(["shard", "--input", str(text / name), "--vocab", str(DEMO / "vocab.txt"), "--output", str(out),
@@ -75,9 +75,9 @@ def gate(tmp: Path, text: Path, engine: str) -> None:
 
 
 def phases(topic: Path) -> None:
-  from mlperf_bert.instances import Settings, create_instances, available_engines, special_ids, tokenize_corpus, \
+  from mlperf_bert.data.instances import Settings, create_instances, available_engines, special_ids, tokenize_corpus, \
     write_instances
-  from mlperf_bert.tokenizer import Tokenizer, load_vocab
+  from mlperf_bert.data.tokenizer import Tokenizer, load_vocab
   mb = topic.stat().st_size / 2**20
   t = time.process_time()
   tok = Tokenizer(load_vocab(DEMO / "vocab.txt"))
@@ -100,7 +100,7 @@ def phases(topic: Path) -> None:
 def read_speed(path: Path, batch: int = 96, rounds: int = 200) -> None:
   """Random-access reads as a trainer does them: Shard.batch of `batch` random indices."""
   import numpy as np
-  from mlperf_bert.shards import Shard
+  from mlperf_bert.data.shards import Shard
   sh = Shard(path)
   rng = np.random.default_rng(0)
   idx = [rng.integers(0, len(sh), batch) for _ in range(rounds)]

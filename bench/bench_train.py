@@ -10,7 +10,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from mlperf_bert.platform import load_platform, resolve, tinygrad_env
+from mlperf_bert.train.hparams import load_platform, resolve, tinygrad_env
 
 
 def main():
@@ -23,11 +23,11 @@ def main():
   import yaml
   over = {k: yaml.safe_load(v) for k, v in (s.split("=", 1) for s in a.set)}
   base = Path(a.basedir)
-  from mlperf_bert.shards import Shard
+  from mlperf_bert.data.shards import Shard
   ev = Shard(base / "eval" / "eval.shard")
   hp = resolve(load_platform(REPO / "profiles" / a.platform / "platform.yaml"), over, seed=0, eval_examples=len(ev))
   os.environ.update(tinygrad_env(hp))
-  from mlperf_bert.train import TrainRun
+  from mlperf_bert.train.run import TrainRun
   import tempfile
   with tempfile.TemporaryDirectory() as td:
     run = TrainRun(hp, shard_paths=sorted((base / "shards").glob("*.shard")), eval_path=base / "eval" / "eval.shard",

@@ -1,22 +1,274 @@
 """`python -m mlperf_bert SUBCOMMAND ...`: the command line; the workflow's rules call the same functions.
 
-Each module that offers a subcommand defines `add_parser(subparsers)`, which registers its subcommand(s)
-and sets `func` (called with the parsed args, returns an exit code). Add the module's name to COMMANDS.
+Every subcommand is defined here, grouped by wing (data, train, audit). Each handler parses nothing itself:
+it calls one function of the package and turns its result into output and an exit code (0 success, 1 a
+check failed, 2 a usage or input error, printed as one line). Wing modules are imported inside the handlers,
+so `python -m mlperf_bert shard` does not load tinygrad, and `train` does not load tokenizers.
 """
 from __future__ import annotations
-import argparse, importlib, sys
+import argparse, json, os, sys
+from pathlib import Path
+from typing import Any
 
+from mlperf_bert.constants import EVAL_SAMPLES, RULESET
 from mlperf_bert.errors import UserError
 
-# modules that register subcommands; each is imported when the parser is built
-COMMANDS: list[str] = ["textcli", "audit", "checkpoint", "datacli", "submission", "train"]
 
+def _log(msg: str) -> None:
+  print(msg, file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------------------------------------- data
+
+def _cmd_download(a) -> int:
+  from mlperf_bert.data.download import fetch
+  fetch(a.source, a.output, md5=a.md5)
+  return 0
+
+
+def _cmd_extract(a) -> int:
+  from mlperf_bert.data.extract import extract_results
+  extract_results(a.tarball, a.manifest, a.output)
+  return 0
+
+
+def _cmd_verify(a) -> int:
+  from mlperf_bert.data.verify import verify_file
+  for f in a.files:
+    verify_file(f, a.manifest)
+  return 0
+
+
+def _cmd_verify_eval(a) -> int:
+  from mlperf_bert.data.verify import verify_eval_articles
+  verify_eval_articles(a.eval_txt, a.eval_md5)
+  return 0
+
+
+def _instance_settings(a) -> dict:
+  return dict(max_seq_length=a.max_seq_length, max_predictions_per_seq=a.max_predictions_per_seq,
+              masked_lm_prob=a.masked_lm_prob, short_seq_prob=a.short_seq_prob, random_seed=a.random_seed,
+              dupe_factor=a.dupe_factor, engine=a.engine, progress=not a.no_progress, log=_log)
+
+
+def _cmd_shard(a) -> int:
+  from mlperf_bert.data.instances import build_shard
+  build_shard(a.input, a.vocab, a.output, **_instance_settings(a))
+  return 0
+
+
+def _cmd_evalset(a) -> int:
+  from mlperf_bert.data.evalset import build_evalset
+  build_evalset(a.input, a.vocab, a.output, num_examples=a.num_examples, **_instance_settings(a))
+  return 0
+
+
+def _cmd_features(a) -> int:
+  from mlperf_bert.data.shards import write_features_npz
+  n = write_features_npz(a.shard, a.npz)
+  _log(f"{a.npz}: {n} instances")
+  return 0
+
+
+def _add_data(sub) -> None:
+  p = sub.add_parser("download", help="fetch one artifact (gdrive:<id>, URL or path) and check its md5")
+  p.add_argument("--source", required=True, help="gdrive:<id>, http(s)://..., or a local path")
+  p.add_argument("--output", required=True)
+  p.add_argument("--md5", default=None, help="published md5 to check (optional)")
+  p.set_defaults(func=_cmd_download)
+
+  p = sub.add_parser("extract", help="safely extract results_text.tar.gz into a results4/ folder")
+  p.add_argument("--tarball", required=True)
+  p.add_argument("--manifest", required=True, help="bert_reference_results_text_md5.txt")
+  p.add_argument("--output", required=True, help="the results4/ folder to create")
+  p.set_defaults(func=_cmd_extract)
+
+  p = sub.add_parser("verify", help="check extracted files against the md5 manifest")
+  p.add_argument("files", nargs="+")
+  p.add_argument("--manifest", required=True)
+  p.set_defaults(func=_cmd_verify)
+
+  p = sub.add_parser("verify-eval", help="check eval.txt article by article against eval.md5")
+  p.add_argument("eval_txt")
+  p.add_argument("--eval-md5", required=True)
+  p.set_defaults(func=_cmd_verify_eval)
+
+  def settings(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("create_pretraining_data.py settings (defaults: MLPerf's)")
+    g.add_argument("--max-seq-length", type=int, default=512)
+    g.add_argument("--max-predictions-per-seq", type=int, default=76)
+    g.add_argument("--masked-lm-prob", type=float, default=0.15)
+    g.add_argument("--short-seq-prob", type=float, default=0.1)
+    g.add_argument("--random-seed", type=int, default=12345)
+    g.add_argument("--dupe-factor", type=int, default=10)
+    p.add_argument("--engine", choices=["auto", "numba", "python"], default="auto",
+                   help="instance engine (same output; 'auto' = numba when installed)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+
+  p = sub.add_parser("shard", help="tokenize one topic text file and write its pretraining shard",
+                     description="Reference-identical masked-LM/next-sentence instances of one text file, as a shard "
+                                 "(+ .sha256 sidecar).")
+  p.add_argument("--input", required=True, type=Path, help="topic text (one sentence per line, blank line between documents)")
+  p.add_argument("--vocab", required=True, type=Path, help="WordPiece vocab.txt")
+  p.add_argument("--output", required=True, type=Path, help="shard to write")
+  settings(p)
+  p.set_defaults(func=_cmd_shard)
+
+  p = sub.add_parser("evalset", help="make the eval set from eval.txt (instances, then rows picked as MLPerf does)")
+  p.add_argument("--input", required=True, type=Path, help="eval.txt")
+  p.add_argument("--vocab", required=True, type=Path, help="WordPiece vocab.txt")
+  p.add_argument("--output", required=True, type=Path, help="eval set shard to write")
+  p.add_argument("--num-examples", type=int, default=EVAL_SAMPLES, help=f"rows to pick (default {EVAL_SAMPLES})")
+  settings(p)
+  p.set_defaults(func=_cmd_evalset)
+
+  p = sub.add_parser("features", help="dump a shard's seven features to an .npz (instance order)")
+  p.add_argument("shard", type=Path, help="a shard or eval set")
+  p.add_argument("--npz", required=True, type=Path, help=".npz to write")
+  p.set_defaults(func=_cmd_features)
+
+
+# ---------------------------------------------------------------------------------------------------- train
+
+def _cmd_convert(a) -> int:
+  from mlperf_bert.train.checkpoint import convert_tf_checkpoint
+  stats = convert_tf_checkpoint(a.checkpoint, a.bert_config, a.output, log=_log)
+  print(json.dumps(stats, indent=1))
+  return 0
+
+
+def _parse_set(items: list[str] | None) -> dict[str, Any]:
+  import yaml
+  out = {}
+  for it in items or []:
+    if "=" not in it: raise UserError(f"--set {it!r}: expected KEY=VALUE")
+    k, v = it.split("=", 1)
+    out[k.strip()] = yaml.safe_load(v)
+  return out
+
+
+def _cmd_train(a) -> int:
+  from mlperf_bert.train.run import train_from_paths
+  res = train_from_paths(a.platform_file, _parse_set(a.set), shards=a.shards, eval_path=a.eval,
+                         bert_config=a.bert_config, init_weights=a.init_weights, max_seq_length=a.max_seq_length,
+                         max_predictions_per_seq=a.max_predictions_per_seq, seed=a.seed, out=a.out,
+                         ckpt_dir=a.ckpt_dir, benchmark=a.benchmark, stop_after=a.stop_after)
+  if a.benchmark:
+    print(json.dumps(res, indent=1))
+  else:
+    print(f"status {res.status}: {res.steps} steps, accuracies {res.accuracies}")
+  return 0
+
+
+def _add_train(sub) -> None:
+  p = sub.add_parser("convert-checkpoint", help="convert MLPerf's TF BERT checkpoint to safetensors",
+                     description="Convert MLPerf's TF BERT checkpoint (model.ckpt-28252) to a safetensors file of "
+                                 "this project's parameter names; optimizer slots are skipped.")
+  p.add_argument("--checkpoint", required=True, help="checkpoint prefix, e.g. download/model.ckpt-28252")
+  p.add_argument("--bert-config", required=True, help="bert_config.json of the checkpoint")
+  p.add_argument("--output", required=True, help="safetensors file to write")
+  p.set_defaults(func=_cmd_convert)
+
+  p = sub.add_parser("train", help="train BERT with tinygrad and write an MLPerf result log",
+                     description="Train BERT with tinygrad and write an MLPerf result log. Export the "
+                                 "platform's tinygrad settings (DEV, BEAM, USE_ATOMICS, ...) before running; "
+                                 "the workflow's train rule does that for you.")
+  p.add_argument("--platform-file", required=True, help="profiles/<name>/platform.yaml")
+  p.add_argument("--set", nargs="*", metavar="KEY=VALUE", help="override platform keys (YAML values)")
+  p.add_argument("--shards", required=True, help="directory of training *.shard files (or one shard)")
+  p.add_argument("--eval", required=True, help="the eval set shard")
+  p.add_argument("--bert-config", required=True, help="bert_config.json")
+  p.add_argument("--init-weights", help="converted checkpoint (safetensors); default: seeded random init")
+  p.add_argument("--max-seq-length", type=int, required=True)
+  p.add_argument("--max-predictions-per-seq", type=int, required=True)
+  p.add_argument("--seed", type=int, default=0)
+  p.add_argument("--out", required=True, help="the result log to write (result_bert_<seed>.log)")
+  p.add_argument("--ckpt-dir", required=True, help="where resume checkpoints go")
+  p.add_argument("--benchmark", type=int, default=int(os.environ.get("BENCHMARK", 0) or 0),
+                 help="run N steps and print the estimated training time (default: $BENCHMARK)")
+  p.add_argument("--stop-after", type=int, help="stop (resumably) after N steps of this process")
+  p.set_defaults(func=_cmd_train)
+
+
+# ---------------------------------------------------------------------------------------------------- audit
+
+def _cmd_audit(a) -> int:
+  from mlperf_bert.audit.checks import format_table
+  from mlperf_bert.audit.logs import normalize_ruleset
+  from mlperf_bert.audit.tree import run_audit
+  from mlperf_bert.fileio import atomic_path
+  path = Path(a.path)
+  if a.json:
+    j = Path(a.json).resolve()
+    if path.is_dir() and j.is_relative_to(path.resolve()):
+      raise UserError(f"--json {a.json}: inside the audited tree {path}; the audit writes nothing there, pick "
+                      "another path")
+  audit = run_audit(path, ruleset=normalize_ruleset(a.ruleset), strict=a.strict, workflow_dir=a.workflow_dir,
+                    workdir=a.workdir, configfiles=a.configfile, config=a.config, dry_run=not a.no_dry_run)
+  print(format_table(audit))
+  if a.json:
+    with atomic_path(a.json) as tmp:
+      tmp.write_text(json.dumps(audit.to_dict(), indent=2) + "\n")
+  return 1 if audit.failed else 0
+
+
+def _cmd_submission(a) -> int:
+  from mlperf_bert.audit.submission import build_package
+  overrides = None
+  if a.system_json:
+    try: overrides = json.loads(Path(a.system_json).read_text())
+    except (OSError, json.JSONDecodeError) as e: raise UserError(f"--system-json {a.system_json}: {e}")
+  rec = build_package(a.out, logs=a.logs, system=a.system, org=a.org, ruleset=a.ruleset,
+                      command=a.command, system_overrides=overrides)
+  pc = rec["package_checker"]
+  print(f"package: {rec['package']}")
+  print(f"package_checker (training {rec['ruleset']}): {'PASS' if pc['passed'] else 'FAIL'}")
+  for e in pc["errors"]: print(f"  {e}")
+  s = rec["score_rounded"]
+  print(f"score ({rec['system']}): {s:.2f} min" if s is not None else f"score ({rec['system']}): none "
+        f"({rec['result_count']} logs; BERT needs {rec['required_count']} with at most 1 not converged)")
+  return 1 if a.require_pass and not pc["passed"] else 0
+
+
+def _add_audit(sub) -> None:
+  from mlperf_bert.audit import checks, submission
+  p = sub.add_parser("audit", help="audit MLPerf BERT results: a submission directory or a finished workflow basedir",
+                     description=checks.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+  p.add_argument("path", help="submission org dir (<org>/ with results/, systems/), a dir of them, or a workflow basedir")
+  p.add_argument("--ruleset", default=RULESET,
+                 help=f"MLPerf Training ruleset to check under (default {RULESET}, the last with BERT)")
+  p.add_argument("--strict", action="store_true", help="count WARN rows as FAIL")
+  p.add_argument("--json", metavar="FILE", help="also write the rows, runs and scores as JSON to FILE (outside PATH)")
+  p.add_argument("--workflow-dir", metavar="DIR", help="basedir audits: the workflow (Snakefile) directory "
+                 "(default: this repository)")
+  p.add_argument("--workdir", metavar="DIR", help="basedir audits: the directory Snakemake ran in (its .snakemake/ "
+                 "metadata; default: the workflow directory)")
+  p.add_argument("--configfile", action="append", metavar="FILE", help="basedir audits: config file(s) the run used")
+  p.add_argument("--config", action="append", metavar="KEY=VALUE", help="basedir audits: config overrides the run used")
+  p.add_argument("--no-dry-run", action="store_true", help="basedir audits: skip Snakemake's dry run")
+  p.set_defaults(func=_cmd_audit)
+
+  p = sub.add_parser("submission", help="assemble and check an MLPerf submission package from result logs",
+                     description=submission.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+  p.add_argument("logs", nargs="+", help="the seeds' result logs (result_bert_<seed>.log)")
+  p.add_argument("--out", required=True, help="folder that receives <org>/ and the score file")
+  p.add_argument("--org", help="submitter (default: the logs' submission_org)")
+  p.add_argument("--system", help="system name (default: the logs' submission_platform)")
+  p.add_argument("--system-json", help="a JSON file of system description fields that override the detected ones")
+  p.add_argument("--ruleset", default=RULESET, help=f"MLPerf Training ruleset (default {RULESET})")
+  p.add_argument("--command", default="", help="the command that produced the logs (goes into the README)")
+  p.add_argument("--require-pass", action="store_true", help="exit 1 unless the package checker passes")
+  p.set_defaults(func=_cmd_submission)
+
+
+# ---------------------------------------------------------------------------------------------------- main
 
 def build_parser() -> argparse.ArgumentParser:
   p = argparse.ArgumentParser(prog="python -m mlperf_bert", description=__doc__.splitlines()[0])
   sub = p.add_subparsers(dest="command", required=True)
-  for name in COMMANDS:
-    importlib.import_module(f"mlperf_bert.{name}").add_parser(sub)
+  _add_data(sub)
+  _add_train(sub)
+  _add_audit(sub)
   return p
 
 

@@ -11,7 +11,7 @@ sys.path.insert(0, str(REPO))  # the package, also when it is not pip-installed
 
 from mlperf_bert.config import validate_config
 from mlperf_bert.errors import UserError
-from mlperf_bert.extract import topics as manifest_topics
+from mlperf_bert.data.extract import topics as manifest_topics
 
 try:
     validate_config(config, REPO / "schemas" / "config.schema.yaml")
@@ -65,7 +65,7 @@ wildcard_constraints:
 import importlib.metadata as _im
 import re as _re
 
-from mlperf_bert.platform import load_platform as _load_platform, resolve as _resolve, rule_params as _rule_params
+from mlperf_bert.train.hparams import load_platform as _load_platform, resolve as _resolve, rule_params as _rule_params
 
 PLATFORM = config.get("platform", "cpu")
 PLATFORM_FILE = REPO / "profiles" / PLATFORM / "platform.yaml"

@@ -1,10 +1,6 @@
 # rule evalset: eval.txt -> instances with the same settings -> the picked eval set (a shard).
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(snakemake.scriptdir).parents[1]))
-from mlperf_bert.evalset import build_evalset
-from mlperf_bert.snakejob import job_log
+from jobglue import job_log
+from mlperf_bert.data.evalset import build_evalset
 
 with job_log(snakemake.log[0]):
     p = snakemake.params

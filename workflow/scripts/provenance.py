@@ -1,10 +1,8 @@
 # rule provenance: the JSON record beside a result log (config, versions, git, hashes of every input).
-import json, os, sys
-from pathlib import Path
+import json, os
 
-sys.path.insert(0, str(Path(snakemake.scriptdir).parents[1]))
-from mlperf_bert.provenance import write_provenance
-from mlperf_bert.snakejob import job_log
+from jobglue import job_log
+from mlperf_bert.audit.provenance import write_provenance
 
 with job_log(snakemake.log[0]):
     i = snakemake.input

@@ -1,11 +1,8 @@
 # rule report_audit: the audit table (no dry run: Snakemake is running) for Snakemake's report.
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(snakemake.scriptdir).parents[1]))
-from mlperf_bert.audit import audit_basedir, format_table
-from mlperf_bert.report import audit_html
-from mlperf_bert.snakejob import job_log
+from jobglue import job_log
+from mlperf_bert.audit.checks import format_table
+from mlperf_bert.audit.tree import audit_basedir
+from mlperf_bert.audit.report import audit_html
 
 with job_log(snakemake.log[0]):
     p = snakemake.params

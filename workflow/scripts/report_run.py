@@ -1,10 +1,8 @@
 # rule report_run: one seed's training curves for Snakemake's report.
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(snakemake.scriptdir).parents[1]))
-from mlperf_bert.report import plot_run
-from mlperf_bert.snakejob import job_log
+from jobglue import job_log
+from mlperf_bert.audit.report import plot_run
 
 with job_log(snakemake.log[0]):
     step_log = snakemake.params.step_log

@@ -1,10 +1,6 @@
 # rule shard: one topic -> masked-LM/next-sentence instances (as create_pretraining_data.py) -> a compact shard.
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(snakemake.scriptdir).parents[1]))
-from mlperf_bert.instances import build_shard
-from mlperf_bert.snakejob import job_log
+from jobglue import job_log
+from mlperf_bert.data.instances import build_shard
 
 with job_log(snakemake.log[0]):
     p = snakemake.params

@@ -1,10 +1,9 @@
 # rule submission_package: <org>/{systems,results,benchmarks} from the seeds' logs, package checker, summarizer, score.
-import json, os, shlex, sys
+import json, os, shlex
 from pathlib import Path
 
-sys.path.insert(0, str(Path(snakemake.scriptdir).parents[1]))
-from mlperf_bert.snakejob import job_log
-from mlperf_bert.submission import build_package
+from jobglue import job_log
+from mlperf_bert.audit.submission import build_package
 
 
 def as_text(command) -> str:

@@ -1,17 +1,15 @@
 # rule train: export the platform's tinygrad settings, then train and write the MLPerf result log.
-import os, sys
-from pathlib import Path
+import os
 
-sys.path.insert(0, str(Path(snakemake.scriptdir).resolve().parents[1]))
-from mlperf_bert.platform import tinygrad_env
-from mlperf_bert.snakejob import job_log
+from jobglue import job_log
+from mlperf_bert.train.hparams import tinygrad_env
 
 p = snakemake.params
 hp = dict(p.hparams)
 os.environ.update(tinygrad_env(hp))  # before tinygrad is imported (it reads them at import)
 
 with job_log(snakemake.log[0]):
-    from mlperf_bert.train import TrainRun
+    from mlperf_bert.train.run import TrainRun
 
     run = TrainRun(hp, shard_paths=list(snakemake.input.shards), eval_path=snakemake.input.eval_set,
                    bert_config=snakemake.input.bert_config, log_path=snakemake.output[0],

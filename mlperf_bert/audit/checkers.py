@@ -1,0 +1,175 @@
+"""mlperf-logging's checkers (compliance, system description, RCP, result summarizer, package checker), called the way
+their `python -m` entry points call them, returning verdicts and one-line reasons."""
+from __future__ import annotations
+import contextlib, csv, json, logging, os, re, shutil, subprocess, sys, tempfile
+from pathlib import Path
+from typing import Iterator
+
+from mlperf_logging.benchmark_meta import get_allowed_benchmarks
+from mlperf_logging.compliance_checker import mlp_compliance
+from mlperf_logging.rcp_checker import rcp_checker
+from mlperf_logging.system_desc_checker import system_desc_checker
+
+from mlperf_bert.constants import RULESET
+
+# ----------------------------------------------------------------------------------------------------------------
+# mlperf-logging's checkers, called the way their `python -m` entry points call them, returning verdicts + reasons
+# ----------------------------------------------------------------------------------------------------------------
+USAGE = "training"
+
+
+class _Collect(logging.Handler):
+  def __init__(self):
+    super().__init__(logging.DEBUG)
+    self.records: list[logging.LogRecord] = []
+
+  def emit(self, record):
+    self.records.append(record)
+
+
+@contextlib.contextmanager
+def captured_logging() -> Iterator[_Collect]:
+  """Route the root logger (which mlperf-logging's checkers use) into a list for the duration."""
+  root = logging.getLogger()
+  h = _Collect()
+  old_level, old_handlers = root.level, root.handlers[:]
+  root.handlers = [h]
+  root.setLevel(logging.INFO)
+  try:
+    yield h
+  finally:
+    root.handlers = old_handlers
+    root.setLevel(old_level)
+
+
+def supported_rulesets() -> list[str]:
+  return sorted(r for r in mlp_compliance.rule_choices())
+
+
+def bert_in_ruleset(ruleset: str) -> bool:
+  try:
+    return "bert" in get_allowed_benchmarks(USAGE, ruleset)
+  except ValueError:
+    return False
+
+
+def _short(msg: str) -> str:
+  """A compliance message in one line: its first line plus the failed test, if any."""
+  lines = [l.strip() for l in msg.strip().splitlines() if l.strip()]
+  if not lines: return ""
+  out = lines[0]
+  for l in lines[1:]:
+    if l.startswith("failed test:"):
+      out += f" ({l})"
+      break
+  return out
+
+
+def compliance_check(log_path: str | os.PathLike, ruleset: str = RULESET) -> tuple[bool, list[str]]:
+  """mlperf-logging's compliance checker on one log (as `python -m mlperf_logging.compliance_checker
+  --usage training --ruleset RULESET LOG`). Returns (valid, one-line messages)."""
+  mlp_compliance.enqueued_configs.clear()
+  checker = mlp_compliance.make_checker(USAGE, ruleset, False, False)
+  with captured_logging() as cap:
+    try:
+      valid = checker.check_file(str(log_path), f"{USAGE}_{ruleset}/common.yaml")
+    except Exception as e:  # the parser raises KeyError on a record without 'key', for instance
+      mlp_compliance.enqueued_configs.clear()
+      return False, [f"compliance checker stopped: {type(e).__name__}: {e}"]
+  msgs = [_short(m) for m in [*checker.overwritable.values(), *checker.not_overwritable]]
+  parse_errors = [r.getMessage().strip() for r in cap.records if r.getMessage().strip().startswith("^^")]
+  if parse_errors:
+    msgs.insert(0, f"{len(parse_errors)} line(s) failed to parse")
+  return bool(valid), msgs
+
+
+def system_desc_check(json_path: str | os.PathLike, ruleset: str = RULESET) -> tuple[bool, list[str]]:
+  """mlperf-logging's system_desc_checker on systems/<system>.json. Returns (valid, reasons)."""
+  try:
+    json.loads(Path(json_path).read_text())
+  except FileNotFoundError:
+    return False, [f"missing {json_path}"]
+  except (json.JSONDecodeError, UnicodeDecodeError) as e:
+    return False, [f"{json_path} is not valid JSON: {e}"]
+  with captured_logging() as cap:
+    try:
+      valid, *_ = system_desc_checker.check_system_desc(str(json_path), USAGE, ruleset)
+    except Exception as e:
+      return False, [f"system_desc_checker stopped: {type(e).__name__}: {e}"]
+  reasons = [r.getMessage().strip() for r in cap.records if r.levelno >= logging.ERROR]
+  return bool(valid), reasons
+
+
+def rcp_check(bert_dir: str | os.PathLike, ruleset: str = RULESET) -> tuple[bool, str]:
+  """mlperf-logging's RCP check of a result directory, as `python -m mlperf_logging.rcp_checker DIR
+  --rcp_usage training --rcp_version RULESET` runs it (pruned RCPs, epoch_num not train_samples)."""
+  with captured_logging():
+    try:
+      ok, msg, _ = rcp_checker.check_directory(str(bert_dir), USAGE, ruleset, False, False, rcp_pass="pruned_rcps")
+    except Exception as e:
+      return False, f"rcp_checker stopped: {type(e).__name__}: {e}"
+  return bool(ok), msg
+
+
+def _copy_package(org_dir: Path, dest: Path) -> Path:
+  """Copy an org's systems/ and results/ (and benchmarks/ if present) into dest/<org>."""
+  out = dest / org_dir.name
+  for sub in ("systems", "results", "benchmarks"):
+    if (org_dir / sub).is_dir():
+      shutil.copytree(org_dir / sub, out / sub, symlinks=False)
+  return out
+
+
+def result_summarizer(org_dir: str | os.PathLike, ruleset: str = RULESET) -> dict:
+  """Run `python -m mlperf_logging.result_summarizer ORG training RULESET` on a temporary copy of the org
+  directory. Returns {"scores": {system dir: minutes or None}, "rcp": {system dir: str}, "output": text}."""
+  org_dir = Path(org_dir)
+  with tempfile.TemporaryDirectory(prefix="mlperf-summarizer-") as tmp:
+    tmp = Path(tmp)
+    copy = _copy_package(org_dir, tmp / "pkg")
+    p = subprocess.run([sys.executable, "-m", "mlperf_logging.result_summarizer", str(copy), USAGE, ruleset,
+                        "--csv", str(tmp / "summary.csv")], cwd=tmp, capture_output=True, text=True)
+    scores, rcp = {}, {}
+    for name, key in (("summary.csv", "bert"), ("summary_detailed.csv", "bert:RCP")):
+      f = tmp / name
+      if not f.exists(): continue
+      with open(f, newline="") as fh:
+        for row in csv.DictReader(fh):
+          m = re.search(r"/systems/(.+)\.json$", row.get("details_url", ""))
+          system = m.group(1) if m else row.get("system", "")
+          v = row.get(key)
+          if key == "bert":
+            scores[system] = float(v) if v not in (None, "") else None
+          else:
+            rcp[system] = v or ""
+    return {"scores": scores, "rcp": rcp, "returncode": p.returncode, "output": p.stdout + p.stderr}
+
+
+def package_checker(org_dir: str | os.PathLike, ruleset: str = RULESET, *, in_place: bool = False,
+                    log_output: str | os.PathLike | None = None) -> tuple[bool, str]:
+  """Run `python -m mlperf_logging.package_checker ORG training RULESET` (on a temporary copy unless
+  in_place). Returns (passed, its output). It exits 0 either way; its verdict is its last log line."""
+  org_dir = Path(org_dir)
+  with tempfile.TemporaryDirectory(prefix="mlperf-package-") as tmp:
+    tmp = Path(tmp)
+    target = org_dir.resolve() if in_place else _copy_package(org_dir, tmp / "pkg")
+    log = Path(log_output).resolve() if log_output else tmp / "package_checker.log"
+    p = subprocess.run([sys.executable, "-m", "mlperf_logging.package_checker", str(target), USAGE, ruleset,
+                        "--log_output", str(log)], cwd=tmp, capture_output=True, text=True)
+    out = p.stdout + p.stderr
+    if not in_place:  # name the audited package in the messages, not the temporary copy
+      out = out.replace(str(target), str(org_dir))
+  passed = p.returncode == 0 and "PACKAGE CHECKER FOUND NO ERRORS" in out
+  return passed, out
+
+
+
+def package_checker_errors(output: str) -> list[str]:
+  """The ERROR lines of a package checker run, one line each."""
+  out = []
+  for l in output.splitlines():
+    if l.startswith("ERROR"):
+      out.append(l.split("-", 1)[1].strip() if "-" in l else l.strip())
+  return out
+
+

@@ -1,0 +1,287 @@
+"""The audit of a finished workflow tree (a basedir): Snakemake's dry run, every artifact re-hashed against the
+provenance records and the shard checksum list, and the log checks of checks.py on every result log."""
+from __future__ import annotations
+import os, re, subprocess, sys
+from pathlib import Path
+
+
+from mlperf_bert.errors import UserError
+from mlperf_bert.constants import RULESET
+from mlperf_bert.audit.checks import (Audit, audit_org, audit_submission, check_logs, check_ruleset, detect_kind,
+                                      is_org_dir, shorten)
+from mlperf_bert.audit.logs import read_log
+
+# ----------------------------------------------------------------------------------------------------------------
+# a finished workflow tree (basedir)
+# ----------------------------------------------------------------------------------------------------------------
+REPO = Path(__file__).resolve().parents[2]
+_JOB_HEAD = re.compile(r"^(?:local)?(?:rule|checkpoint) (\S+):\s*$")
+
+
+def parse_dry_run(text: str) -> list[dict]:
+  """Jobs of `snakemake -n` output: [{rule, output, wildcards, reason}] (the `all`-style target jobs left out)."""
+  jobs, cur = [], None
+  for line in text.splitlines():
+    m = _JOB_HEAD.match(line.strip()) if not line.startswith("    ") else None
+    if m:
+      cur = {"rule": m.group(1), "output": "", "wildcards": "", "reason": ""}
+      jobs.append(cur)
+      continue
+    if cur is not None and line.startswith("    "):
+      k, _, v = line.strip().partition(": ")
+      if k in ("output", "wildcards", "reason"): cur[k] = v
+    elif cur is not None and line.strip() and not line.startswith("["):
+      cur = None
+  return [j for j in jobs if j["output"]]
+
+
+def snakemake_dry_run(workflow_dir: Path, workdir: Path, configfiles: list[str], overrides: dict[str, str],
+                      targets: list[str] | None = None, timeout: int = 1800) -> tuple[int, list[dict], str]:
+  """`snakemake -n` on the run's workflow, working directory and config; returns (rc, jobs, output)."""
+  # targets first: --configfile and --config take several values and would swallow them
+  cmd = [sys.executable, "-m", "snakemake", *(targets or []), "-s", str(workflow_dir / "Snakefile"), "-d", str(workdir),
+         "-n", "--nolock"]
+  if configfiles: cmd += ["--configfile", *map(str, configfiles)]
+  if overrides: cmd += ["--config", *(f"{k}={v}" for k, v in overrides.items())]
+  try:
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=workdir)
+  except subprocess.TimeoutExpired:
+    return 124, [], f"snakemake -n did not finish in {timeout} s"
+  out = p.stdout + p.stderr
+  return p.returncode, parse_dry_run(out), out
+
+
+def current_config(workflow_dir: Path, configfiles: list[str], overrides: dict[str, str]) -> dict:
+  """The config Snakemake resolves: the Snakefile's config.yaml, then each --configfile, then --config."""
+  import yaml
+  from snakemake.utils import update_config
+  cfg: dict = {}
+  for f in [workflow_dir / "config.yaml", *map(Path, configfiles)]:
+    if f.is_file():
+      update_config(cfg, yaml.safe_load(f.read_text()) or {})
+  for k, v in overrides.items():
+    cfg[k] = yaml.safe_load(v) if isinstance(v, str) else v
+  return cfg
+
+
+def diff_config(recorded, now, prefix: str = "") -> list[str]:
+  """Keys whose values differ, as 'key.sub: recorded X, now Y'."""
+  out = []
+  if isinstance(recorded, dict) and isinstance(now, dict):
+    for k in sorted(set(recorded) | set(now), key=str):
+      key = f"{prefix}.{k}" if prefix else str(k)
+      if k not in now: out.append(f"{key}: recorded {recorded[k]!r}, now absent")
+      elif k not in recorded: out.append(f"{key}: not recorded, now {now[k]!r}")
+      else: out += diff_config(recorded[k], now[k], key)
+  elif recorded != now:
+    out.append(f"{prefix}: recorded {recorded!r}, now {now!r}")
+  return out
+
+
+class _Hasher:
+  """md5+sha256 of each file once per audit (the checksum list and the provenance records share the work)."""
+  def __init__(self): self.cache: dict[tuple, dict] = {}
+
+  def __call__(self, path) -> dict:
+    from mlperf_bert.audit.provenance import hashes
+    st = Path(path).stat()
+    key = (str(Path(path).resolve()), st.st_size, st.st_mtime_ns)
+    if key not in self.cache: self.cache[key] = hashes(path)
+    return self.cache[key]
+
+
+def _sums(path: Path) -> dict[str, str] | str:
+  """A sha256sum-format file -> {name: hex}, or an error string."""
+  out = {}
+  try: text = path.read_text()
+  except (OSError, UnicodeDecodeError) as e: return f"unreadable ({e})"
+  for n, line in enumerate(text.splitlines(), 1):
+    if not line.strip(): continue
+    h, sep, name = line.partition("  ")
+    if not sep or not re.fullmatch(r"[0-9a-f]{64}", h):
+      return f"line {n} is not '<sha256>  <name>'"
+    out[name.strip()] = h
+  return out
+
+
+def check_checksums(audit: Audit, base: Path, hasher: _Hasher) -> None:
+  """Every shard and the eval set against SHA256SUMS and their `.sha256` sidecars."""
+  shards = base / "shards"
+  listed: dict[str, str] = {}
+  if shards.is_dir():
+    sums = shards / "SHA256SUMS"
+    if not sums.is_file():
+      audit.add("FAIL", "checksums", "shards/SHA256SUMS", "missing: rebuild it (rule shard_checksums)")
+    else:
+      r = _sums(sums)
+      if isinstance(r, str): audit.add("FAIL", "checksums", "shards/SHA256SUMS", r)
+      else: listed = r
+  files = sorted(shards.glob("*.shard")) if shards.is_dir() else []
+  evals = sorted((base / "eval").glob("*.shard")) if (base / "eval").is_dir() else []
+  bad = 0
+  for name in sorted(set(listed) - {p.name for p in files}):
+    audit.add("FAIL", "checksums", f"shards/{name}", "listed in SHA256SUMS but missing"); bad += 1
+  for f in files + evals:
+    rel = str(f.relative_to(base))
+    actual = hasher(f)["sha256"]
+    side = f.with_name(f.name + ".sha256")
+    problems = []
+    if f.parent == shards and shards.is_dir() and (shards / "SHA256SUMS").is_file() and listed is not None:
+      if f.name not in listed: problems.append("not listed in SHA256SUMS")
+      elif listed[f.name] != actual: problems.append("sha256 differs from SHA256SUMS")
+    if not side.is_file():
+      problems.append(f"no sidecar {side.name}")
+    else:
+      r = _sums(side)
+      if isinstance(r, str): problems.append(f"sidecar {side.name}: {r}")
+      elif r.get(f.name) != actual: problems.append(f"sha256 differs from its sidecar {side.name}")
+    if problems:
+      audit.add("FAIL", "checksums", rel, "; ".join(problems) + f" (sha256 now {actual[:12]}...)"); bad += 1
+  if files or evals:
+    if not bad:
+      audit.add("PASS", "checksums", "shards, eval", f"{len(files)} shard(s) and {len(evals)} eval set(s) match "
+                "SHA256SUMS and their sidecars")
+  else:
+    audit.add("SKIP", "checksums", "shards, eval", "no shards or eval set in this basedir")
+
+
+def _provenance_path(log: Path) -> Path:
+  return log.with_name(log.name[:-len(".log")] + ".provenance.json")
+
+
+def check_provenance(audit: Audit, base: Path, log_path: Path, now_cfg: dict | None, repo_head: str | None,
+                     hasher: _Hasher) -> None:
+  from mlperf_bert.audit.provenance import read_provenance, verify_provenance
+  rel = str(log_path.relative_to(base))
+  pp = _provenance_path(log_path)
+  if not pp.is_file():
+    audit.add("FAIL", "provenance", rel, f"no {pp.name}: build it (rule provenance) so the log's inputs are on record")
+    return
+  try:
+    rec = read_provenance(pp)
+  except UserError as e:
+    audit.add("FAIL", "provenance", str(pp.relative_to(base)), str(e)); return
+  m = re.fullmatch(r"result_bert_(.+)\.log", log_path.name)
+  if m and str(rec.get("seed")) != m.group(1):
+    audit.add("FAIL", "provenance", rel, f"record is for seed {rec.get('seed')}, the log file is seed {m.group(1)}")
+  if rec.get("platform") != log_path.parent.name:
+    audit.add("FAIL", "provenance", rel, f"record is for platform {rec.get('platform')!r}, the log sits under "
+              f"{log_path.parent.name!r}")
+  results = verify_provenance(rec, base, hasher=hasher)
+  fails = [(p, why) for s, p, why in results if s == "FAIL"]
+  for p, why in fails:
+    audit.add("FAIL", "provenance", p, why + f" (record {pp.name})")
+  if not fails:
+    audit.add("PASS", "provenance", rel, f"log and {len(results) - 1} input files match {pp.name} (md5, sha256)")
+  if now_cfg is not None:
+    recorded = dict(rec.get("config") or {}); now = dict(now_cfg)
+    recorded.pop("basedir", None); now.pop("basedir", None)
+    diffs = diff_config(recorded, now)
+    if diffs:
+      audit.add("FAIL", "config", rel, "the config differs from the one on record: " + shorten(diffs, 4))
+    else:
+      audit.add("PASS", "config", rel, "the current config equals the recorded one")
+  git = rec.get("git") or {}
+  if git.get("dirty"):
+    audit.add("WARN", "git", rel, f"the run's repository had {git.get('changed_count', '?')} uncommitted change(s) at "
+              f"{str(git.get('commit'))[:12]}")
+  elif repo_head and git.get("commit") and git["commit"] != repo_head:
+    audit.add("WARN", "git", rel, f"recorded at commit {git['commit'][:12]}, the workflow is now at {repo_head[:12]}")
+
+
+def audit_basedir(path: str | os.PathLike, *, ruleset: str = RULESET, strict: bool = False,
+                  workflow_dir: str | os.PathLike | None = None, workdir: str | os.PathLike | None = None,
+                  configfiles: list[str] | None = None, config: list[str] | None = None,
+                  dry_run: bool = True, resolved_config: dict | None = None) -> Audit:
+  """Audit a finished workflow tree: Snakemake's dry run (what would run, and why), every shard against
+  SHA256SUMS and its sidecar, every result log against its provenance record (and the record's config against
+  the current one), and the log checks on every result log; a submission package under it is audited too.
+
+  resolved_config: the config as Snakemake resolved it (from inside a workflow job); otherwise it is rebuilt from
+  the workflow's config.yaml, `configfiles` and the `config` KEY=VALUE overrides."""
+  from mlperf_bert.audit.provenance import git_state
+  base = Path(path)
+  audit = Audit(str(base), "basedir", ruleset, strict)
+  check_ruleset(audit, ruleset)
+  wf = Path(workflow_dir) if workflow_dir else REPO
+  wd = Path(workdir) if workdir else wf
+  configfiles = list(configfiles or [])
+  overrides: dict[str, str] = {}
+  for item in config or []:
+    k, sep, v = item.partition("=")
+    if not sep: raise UserError(f"--config {item!r}: expected KEY=VALUE")
+    overrides[k] = v
+  now_cfg = None
+  if resolved_config is not None:
+    now_cfg = dict(resolved_config)
+  elif (wf / "Snakefile").is_file():
+    now_cfg = current_config(wf, configfiles, overrides)
+    cb = now_cfg.get("basedir")
+    if "basedir" not in overrides and not (cb and (wd / cb).resolve() == base.resolve()):
+      overrides["basedir"] = str(base.resolve())
+      now_cfg["basedir"] = overrides["basedir"]
+  logs = sorted(base.glob("results/*/result_bert_*.log"))
+  # 1. what Snakemake would run, and why
+  if not dry_run:
+    audit.add("SKIP", "dry run", str(wf), "skipped (--no-dry-run)")
+  elif not (wf / "Snakefile").is_file():
+    audit.add("FAIL", "dry run", str(wf), "no Snakefile there; pass --workflow-dir (the run's workflow directory)")
+  else:
+    # name the records as the workflow's outputs are named: under the config's basedir, relative or absolute
+    cfg_base = overrides.get("basedir") or (now_cfg or {}).get("basedir") or str(base.resolve())
+    targets = ["all"] + [str(Path(cfg_base) / _provenance_path(l).relative_to(base)) for l in logs
+                         if _provenance_path(l).is_file()] \
+      if re.search(r"^rule all\b", (wf / "Snakefile").read_text(), re.M) else []
+    rc, jobs, out = snakemake_dry_run(wf, wd, configfiles, overrides, targets)
+    if rc != 0 and "MissingRuleException" in out and ".provenance.json" in out:
+      audit.add("WARN", "dry run", str(wf), "the workflow has no rule for the provenance records (include "
+                "rules/audit.smk); they are checked by hash only")
+      rc, jobs, out = snakemake_dry_run(wf, wd, configfiles, overrides, ["all"])
+    if rc != 0:
+      tail = [l for l in out.strip().splitlines() if l.strip()][-3:]
+      audit.add("FAIL", "dry run", str(wf), f"snakemake -n failed ({rc}): " + " | ".join(tail))
+    elif not jobs:
+      audit.add("PASS", "dry run", str(wf), "snakemake -n: nothing to be done, every artifact is up to date")
+    else:
+      for j in jobs[:40]:
+        subj = j["rule"] + (f" ({j['wildcards']})" if j["wildcards"] else "")
+        reason = j["reason"] or "no reason given"
+        audit.add("FAIL", "dry run", subj, "would run: " + (reason if len(reason) < 400 else reason[:400] + " ..."))
+      if len(jobs) > 40:
+        audit.add("FAIL", "dry run", "...", f"{len(jobs) - 40} more jobs would run")
+  # 2. checksums; 3. provenance; 4. the logs themselves
+  hasher = _Hasher()
+  check_checksums(audit, base, hasher)
+  head = git_state(wf).get("commit")
+  if not logs:
+    audit.add("FAIL", "result logs", str(base), "no results/<platform>/result_bert_<seed>.log")
+  for log in logs:
+    check_provenance(audit, base, log, now_cfg, head, hasher)
+  for plat in sorted({l.parent for l in logs}):
+    plogs = [read_log(l) for l in logs if l.parent == plat]
+    check_logs(audit, plogs, system=plat.name, division=None, ruleset=ruleset,
+               subject_prefix=f"{plat.relative_to(base)}/",
+               expect_count=None, scoring=False)
+    for lg in plogs:
+      m = re.fullmatch(r"result_bert_(.+)\.log", lg.path.name)
+      if m and lg.seed is not None and str(lg.seed) != m.group(1):
+        audit.add("FAIL", "seed", f"{plat.relative_to(base)}/{lg.path.name}", f"the log's seed is {lg.seed}, its file name says {m.group(1)}")
+  sub = base / "submission"
+  if sub.is_dir():
+    for org in sorted(c for c in sub.iterdir() if c.is_dir() and is_org_dir(c)):
+      audit_org(audit, org, ruleset)
+  return audit
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# command line
+# ----------------------------------------------------------------------------------------------------------------
+def run_audit(path: str | os.PathLike, *, ruleset: str = RULESET, strict: bool = False,
+              workflow_dir: str | os.PathLike | None = None, workdir: str | os.PathLike | None = None,
+              configfiles: list[str] | None = None, config: list[str] | None = None, dry_run: bool = True) -> Audit:
+  """Audit PATH, whichever kind it is."""
+  p = Path(path)
+  if detect_kind(p) == "basedir":
+    return audit_basedir(p, ruleset=ruleset, strict=strict, workflow_dir=workflow_dir, workdir=workdir,
+                         configfiles=configfiles, config=config, dry_run=dry_run)
+  return audit_submission(p, ruleset, strict)

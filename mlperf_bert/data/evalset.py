@@ -1,0 +1,44 @@
+"""The MLPerf eval set: eval.txt -> instances (same settings as training) -> N rows picked as
+`pick_eval_samples.py` picks them (row int(i * (n / N)) for i in 0..N-1), written as a shard.
+
+When the file yields fewer than N instances rows repeat; each picked row is its own record in the shard and
+every read returns fresh arrays, so no two picks share memory.
+"""
+from __future__ import annotations
+import time
+from typing import Callable
+
+import numpy as np
+
+from mlperf_bert.errors import UserError
+from mlperf_bert.data.corpus import settings
+from mlperf_bert.data.instances import make_instances, summary_line, warn_dropped, write_instances
+
+
+def pick_indices(n: int, num_examples: int) -> np.ndarray:
+  """Rows the reference picks from n instances: int(i * (n / num_examples)), with its float arithmetic."""
+  if num_examples < 1:
+    raise UserError(f"eval_examples={num_examples}: expected >= 1; fix eval_examples in the config")
+  if n < 1:
+    raise UserError("the eval text produced no instances; check eval.txt")
+  ratio = n / num_examples
+  return np.array([int(i * ratio) for i in range(num_examples)], dtype=np.int64)
+
+
+def build_evalset(text_path, vocab_path, out_path, *, num_examples: int = 10000, max_seq_length: int = 512,
+                  max_predictions_per_seq: int = 76, masked_lm_prob: float = 0.15, short_seq_prob: float = 0.1,
+                  random_seed: int = 12345, dupe_factor: int = 10, engine: str = "auto", progress: bool = False,
+                  log: Callable[[str], None] | None = print) -> dict:
+  """eval.txt -> the picked eval set shard (and its .sha256). Stats as build_shard's plus `candidates` (n)."""
+  t0 = time.process_time()
+  st = settings(max_seq_length, max_predictions_per_seq, masked_lm_prob, short_seq_prob, random_seed, dupe_factor)
+  corpus, inst, ids = make_instances(text_path, vocab_path, st, engine=engine, progress=progress)
+  rows = pick_indices(len(inst), int(num_examples))
+  stats = write_instances(out_path, corpus, inst.take(rows), st, ids)
+  stats.update(candidates=len(inst), cpu_seconds=time.process_time() - t0)
+  if log is not None:
+    warn_dropped(log, text_path, corpus)
+    if len(inst) < num_examples:
+      log(f"note: {text_path} gave {len(inst)} instances for {num_examples} eval rows: rows repeat")
+    log(summary_line(stats) + f", picked from {len(inst)} instances")
+  return stats

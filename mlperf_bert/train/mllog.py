@@ -1,0 +1,113 @@
+"""Write MLPerf Training result logs (`:::MLLOG {...}` lines) with mlperf-logging's mllog.
+
+One `ResultLog` per run writes to its own file (a private `logging.Logger`, so several runs in one process never
+share handlers) and, optionally, echoes each line to stdout. The keys and their order follow tinygrad's
+train_bert: the INIT phase (submission_*, cache_clear, init_start, init_stop) then the RUN phase (run_start,
+seed, hyperparameters, epoch/block/eval events, run_stop).
+"""
+from __future__ import annotations
+import itertools, logging, os, sys
+from pathlib import Path
+from typing import Any
+
+from mlperf_logging.mllog import mllog
+from mlperf_logging.mllog import constants as C
+
+_ids = itertools.count()
+
+
+class ResultLog:
+  def __init__(self, path: str | os.PathLike, echo: bool = True, append: bool = False):
+    self.path = Path(path)
+    self.path.parent.mkdir(parents=True, exist_ok=True)
+    self._logger = logging.getLogger(f"mlperf_bert.result.{os.getpid()}.{next(_ids)}")
+    self._logger.propagate = False
+    self._logger.setLevel(logging.INFO)
+    self._handlers: list[logging.Handler] = [logging.FileHandler(self.path, mode="a" if append else "w")]
+    if echo: self._handlers.append(logging.StreamHandler(sys.stdout))
+    for h in self._handlers:
+      h.setLevel(logging.INFO)
+      self._logger.addHandler(h)
+    self.ml = mllog.MLLogger(logger=self._logger, default_stack_offset=2,
+                             root_dir=str(Path(__file__).resolve().parents[2]))
+
+  # ---- generic ----
+  # _depth: stack frames between the caller to record (file/lineno metadata) and mllog
+  def event(self, key: str, value: Any = None, _depth: int = 2, **metadata):
+    self.ml.event(key=key, value=value, metadata=metadata or None, stack_offset=_depth)
+
+  def start(self, key: str, value: Any = None, _depth: int = 2, **metadata):
+    self.ml.start(key=key, value=value, metadata=metadata or None, stack_offset=_depth)
+
+  def end(self, key: str, value: Any = None, _depth: int = 2, **metadata):
+    self.ml.end(key=key, value=value, metadata=metadata or None, stack_offset=_depth)
+
+  def close(self):
+    for h in self._handlers:
+      h.flush(); h.close(); self._logger.removeHandler(h)
+    self._handlers = []
+
+  def __enter__(self): return self
+  def __exit__(self, *exc): self.close()
+
+  # ---- phases ----
+  def _event(self, key, value=None, **md): self.event(key, value, _depth=4, **md)
+  def _start(self, key, value=None, **md): self.start(key, value, _depth=4, **md)
+  def _end(self, key, value=None, **md): self.end(key, value, _depth=4, **md)
+
+  def init_header(self, hp: dict[str, Any]):
+    """Submission keys, cache_clear and init_start (the INIT phase opens)."""
+    self._event(C.SUBMISSION_ORG, hp["SUBMISSION_ORG"])
+    self._event(C.SUBMISSION_PLATFORM, hp["SUBMISSION_PLATFORM"])
+    self._event(C.SUBMISSION_DIVISION, hp["SUBMISSION_DIVISION"])
+    self._event(C.SUBMISSION_STATUS, hp["SUBMISSION_STATUS"])
+    self._event(C.SUBMISSION_BENCHMARK, C.BERT)
+    self._event(C.CACHE_CLEAR, True)
+    self._start(C.INIT_START)
+
+  def init_stop(self): self._event(C.INIT_STOP)
+
+  def run_header(self, hp: dict[str, Any], max_seq_length: int, max_predictions_per_seq: int, eval_samples: int):
+    """run_start, seed and every hyperparameter the BERT rules ask for."""
+    self._start(C.RUN_START)
+    self._event(C.SEED, hp["SEED"])
+    self._event(C.GLOBAL_BATCH_SIZE, hp["GLOBAL_BATCH_SIZE"])
+    self._event(C.MAX_SEQUENCE_LENGTH, max_seq_length)
+    self._event("max_predictions_per_seq", max_predictions_per_seq)
+    self._event(C.OPT_NAME, "LAMB")
+    self._event(C.OPT_BASE_LR, hp["OPT_BASE_LEARNING_RATE"])
+    self._event(C.OPT_LAMB_WEIGHT_DECAY, hp["DECAY"])
+    self._event(C.OPT_LAMB_BETA_1, hp["OPT_LAMB_BETA_1"])
+    self._event(C.OPT_LAMB_BETA_2, hp["OPT_LAMB_BETA_2"])
+    self._event(C.OPT_LAMB_LR_DECAY_POLY_POWER, hp["POLY_POWER"])
+    self._event(C.OPT_LAMB_EPSILON, hp["EPSILON"])
+    self._event(C.OPT_LR_WARMUP_STEPS, hp["NUM_WARMUP_STEPS"])
+    self._event(C.NUM_WARMUP_STEPS, hp["NUM_WARMUP_STEPS"])
+    self._event("start_warmup_step", 0)
+    self._event("opt_learning_rate_training_steps", hp["TRAIN_STEPS"])
+    self._event(C.GRADIENT_ACCUMULATION_STEPS, hp["GRADIENT_ACC_STEPS"])
+    self._event(C.EVAL_SAMPLES, eval_samples)
+    self._event(C.TRAIN_SAMPLES, hp["GLOBAL_BATCH_SIZE"] * hp["TRAIN_STEPS"])
+
+  def epoch_start(self, samples: int): self._start(C.EPOCH_START, samples, epoch_num=samples)
+  def epoch_stop(self, samples: int): self._end(C.EPOCH_STOP, samples, epoch_num=samples)
+
+  def block_start(self, samples: int, step: int):
+    self._start(C.BLOCK_START, None, first_epoch_num=1, epoch_num=1, epoch_count=1, samples_count=samples,
+               step_num=step, first_step_num=step + 1)
+
+  def block_stop(self, step: int, step_count: int):
+    self._end(C.BLOCK_STOP, None, first_epoch_num=1, epoch_num=1, first_step_num=step, step_num=step,
+             step_count=step_count)
+
+  def eval_start(self, samples: int, step: int): self._start(C.EVAL_START, None, epoch_num=samples, step_num=step)
+
+  def eval_stop(self, samples: int, step: int, eval_samples: int):
+    self._end(C.EVAL_STOP, samples, epoch_num=samples, epoch_count=samples, step_num=step, samples_count=eval_samples)
+
+  def eval_accuracy(self, acc: float, samples: int):
+    self._event(C.EVAL_ACCURACY, float(acc), epoch_num=samples, masked_lm_accuracy=float(acc))
+
+  def run_stop(self, success: bool, samples: int | None = None, **extra):
+    self._end(C.RUN_STOP, None, status=C.SUCCESS if success else C.ABORTED, **({"epoch_num": samples} if samples
+             is not None else {}), **extra)

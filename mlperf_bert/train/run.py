@@ -1,0 +1,440 @@
+"""Train BERT with tinygrad as tinygrad's MLPerf submission does, writing an MLPerf result log.
+
+    run = TrainRun(hp, shard_paths=..., eval_path=..., bert_config=..., log_path=..., work_log_path=...,
+                   ckpt_dir=..., max_seq_length=128, max_predictions_per_seq=20)
+    result = run.run()        # or run.benchmark(n)
+
+Phases (as train_bert with INITMLPERF then RUNMLPERF):
+  INIT  init_start; a throw-away model of INIT_BERT_LAYERS layers compiles the jitted train and eval steps on
+        fake data for INIT_BENCHMARK_STEPS steps (kernels land in tinygrad's cache); init_stop.
+  RUN   run_start, seed, hyperparameters; the real model (seeded init or the converted checkpoint) trains on the
+        shard stream; every EVAL_STEP_FREQ steps (and at TRAIN_STEPS) the eval set's masked-LM accuracy is
+        measured; reaching TARGET stops with run_stop success, TRAIN_STEPS without it with run_stop aborted.
+Resume: every SAVE_CKPT_FREQ steps a safetensors checkpoint (weights, LAMB state, schedule step, RNG counters,
+loader position; no pickle) goes to ckpt_dir, keeping KEEP_CKPT_AMOUNT. A new run with the same settings
+continues from the newest one, appending to the kept work log; checkpoints of other settings are removed.
+The result log appears at log_path only when the run finished; until then (or after an abort) it is the work log.
+A NaN/inf loss stops the run: run_stop aborted in the work log and a TrainingDiverged error (exit non-zero).
+"""
+from __future__ import annotations
+import dataclasses, hashlib, json, math, os, re, shutil, time
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+from safetensors import SafetensorError, safe_open
+from safetensors.numpy import save_file
+from tinygrad import Device, Tensor, TinyJit, dtypes
+from tinygrad.helpers import Context, GlobalCounters
+from tqdm import tqdm
+
+from mlperf_bert.errors import UserError
+from mlperf_bert.fileio import atomic_path
+from mlperf_bert.constants import FEATURES
+from mlperf_bert.data.loader import TrainLoader, eval_batches, open_shards
+from mlperf_bert.train.mllog import ResultLog
+from mlperf_bert.train.model import BertConfig, BertForPretraining
+from mlperf_bert.train.optim import OptimConfig, Trainer
+from mlperf_bert.train.hparams import rule_params
+from mlperf_bert.data.shards import Shard
+
+CKPT_RE = re.compile(r"^ckpt_(\d{8})\.safetensors$")
+FLOAT_DTYPES = {"float32": dtypes.float32, "half": dtypes.half, "bfloat16": dtypes.bfloat16}
+
+
+class TrainingDiverged(UserError):
+  """The loss became NaN or infinite."""
+
+
+def devices_for(dev: str, gpus: int) -> tuple[str, ...]:
+  return tuple(Device.canonicalize(f"{dev}:{i}") for i in range(gpus))
+
+
+def model_config(bert_config: str | os.PathLike, hp: dict[str, Any], layers: int | None = None) -> BertConfig:
+  """bert_config.json with the platform's size overrides (BERT_LAYERS, BERT_HIDDEN_SIZE, ...)."""
+  cfg = BertConfig.from_json(bert_config, num_hidden_layers=layers or hp.get("BERT_LAYERS"))
+  over = {f: hp[k] for k, f in (("BERT_HIDDEN_SIZE", "hidden_size"), ("BERT_NUM_HEADS", "num_attention_heads"),
+                                ("BERT_INTERMEDIATE_SIZE", "intermediate_size")) if hp.get(k)}
+  if hp.get("DISABLE_DROPOUT"): over.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+  try: return dataclasses.replace(cfg, **over) if over else cfg
+  except UserError as e: raise UserError(f"model size overrides {over}: {e}") from None
+
+
+def optim_config(hp: dict[str, Any]) -> OptimConfig:
+  return OptimConfig(base_lr=hp["OPT_BASE_LEARNING_RATE"], train_steps=hp["TRAIN_STEPS"],
+                     warmup_steps=hp["NUM_WARMUP_STEPS"], beta_1=hp["OPT_LAMB_BETA_1"], beta_2=hp["OPT_LAMB_BETA_2"],
+                     epsilon=hp["EPSILON"], weight_decay=hp["DECAY"], poly_power=hp["POLY_POWER"],
+                     loss_scaler=hp["LOSS_SCALER"])
+
+
+def fake_batch(bs: int, seq: int, pred: int, vocab: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+  """Random data of the real shapes (the INIT phase compiles on it)."""
+  return {"input_ids": rng.integers(0, vocab, (bs, seq), dtype=np.int32),
+          "input_mask": np.ones((bs, seq), np.int32), "segment_ids": np.zeros((bs, seq), np.int32),
+          "masked_lm_positions": np.tile(np.arange(pred, dtype=np.int32), (bs, 1)),
+          "masked_lm_ids": rng.integers(0, vocab, (bs, pred), dtype=np.int32),
+          "masked_lm_weights": np.ones((bs, pred), np.float32),
+          "next_sentence_labels": rng.integers(0, 2, (bs, 1), dtype=np.int32)}
+
+
+class Steps:
+  """A model with its LAMB trainer and the two jitted steps, on one device or data-parallel on several."""
+  def __init__(self, cfg: BertConfig, hp: dict[str, Any], devices: tuple[str, ...], seed: int,
+               init_weights: str | os.PathLike | None = None, zero: bool = False):
+    self.devices = devices
+    dtype = FLOAT_DTYPES[hp["FLOAT"]]
+    self.model = BertForPretraining(cfg, seed=seed, dtype=dtype)
+    if zero:
+      for p in self.model.parameters(): p.assign(Tensor.zeros_like(p).contiguous()).realize()
+    if init_weights is not None:
+      from mlperf_bert.train.checkpoint import load_weights
+      load_weights(self.model, init_weights, log=lambda s: print(s, flush=True))
+    if len(devices) > 1:
+      for p in self.model.parameters(): p.to_(devices)
+    else:
+      for p in self.model.parameters(): p.to_(devices[0])
+    self.trainer = Trainer(self.model.decay_parameters(), self.model.no_decay_parameters(), optim_config(hp))
+    self.train_step = TinyJit(self._train_step)
+    self.eval_step = TinyJit(self._eval_step)
+
+  def _place(self, *ts: Tensor):
+    for t in ts:
+      if len(self.devices) > 1: t.shard_(self.devices, axis=0)
+      else: t.to_(self.devices[0])
+
+  def _train_step(self, input_ids, input_mask, segment_ids, positions, lm_ids, lm_weights, ns_labels):  # FEATURES order
+    with Context(TRAINING=1):
+      self._place(input_ids, segment_ids, input_mask, positions, lm_ids, lm_weights, ns_labels)
+      self.trainer.zero_grad()
+      mlm, nsp = self.model.forward(input_ids, segment_ids, input_mask, positions)
+      loss = self.model.loss(mlm, nsp, lm_ids, lm_weights, ns_labels)
+      self.trainer.backward(loss)
+      global_norm, lr = self.trainer.clip_and_step()
+      Tensor.realize(loss)
+      return loss, global_norm, lr
+
+  def _eval_step(self, input_ids, input_mask, segment_ids, positions, lm_ids, lm_weights, ns_labels, row_mask):
+    with Context(TRAINING=0):
+      self._place(input_ids, segment_ids, input_mask, positions, lm_ids, lm_weights, ns_labels, row_mask)
+      mlm, nsp = self.model.forward(input_ids, segment_ids, input_mask, positions)
+      correct, total = self.model.accuracy_parts(mlm, lm_ids, lm_weights, row_mask)
+      w = lm_weights.float() * row_mask.float().reshape(-1, 1)
+      nll = -(lm_ids.cast(dtypes.int32).unsqueeze(-1)._one_hot_along_dim(mlm.shape[-1], dim=-1)
+              .where(mlm.log_softmax(-1), 0.0).sum(-1))
+      lm_loss_sum = (w * nll).sum()
+      Tensor.realize(correct, total, lm_loss_sum)
+      return correct, total, lm_loss_sum
+
+  def train(self, b: dict[str, np.ndarray]):
+    return self.train_step(*[Tensor(b[k]) for k in FEATURES])
+
+  def evaluate(self, b: dict[str, np.ndarray], row_mask: np.ndarray):
+    return self.eval_step(*[Tensor(b[k]) for k in FEATURES], Tensor(row_mask))
+
+  # ---- state for checkpoints ----
+  def state_tensors(self) -> dict[str, Tensor]:
+    st = {f"model/{k}": v for k, v in self.model.state_dict().items()}
+    st.update({f"optim/{k}": v for k, v in self.trainer.state_tensors().items()})
+    return st
+
+
+
+
+def _to_numpy(t: Tensor) -> np.ndarray:
+  if isinstance(t.device, tuple): t = t.to(t.device[0])
+  return t.numpy()
+
+
+def _rng_state() -> dict[str, np.ndarray]:
+  return {f"rng/{d if isinstance(d, str) else '|'.join(d)}": _to_numpy(c).astype(np.uint32)
+          for d, c in Tensor._device_rng_counters.items()}
+
+
+def _restore_rng(saved: dict[str, np.ndarray]):
+  for k, v in saved.items():
+    name = k[len("rng/"):]
+    dev: Any = tuple(name.split("|")) if "|" in name else name
+    if dev not in Tensor._device_rng_counters: Tensor._next_counter(dev, 0)
+    c = Tensor._device_rng_counters[dev]
+    c.assign(Tensor(v.astype(np.uint32), dtype=dtypes.uint32, device=c.device)).realize()
+
+
+def list_checkpoints(ckpt_dir: str | os.PathLike) -> list[tuple[int, Path]]:
+  d = Path(ckpt_dir)
+  if not d.is_dir(): return []
+  return sorted((int(m.group(1)), p) for p in d.iterdir() if (m := CKPT_RE.match(p.name)))
+
+
+@dataclasses.dataclass
+class RunResult:
+  status: str              # success | aborted | stopped (stopped: interrupted on purpose, no result log)
+  steps: int
+  samples: int
+  accuracies: list[tuple[int, float]]
+  losses: list[float]
+  log_path: Path | None
+  step_ms: float = float("nan")
+
+
+class TrainRun:
+  def __init__(self, hp: dict[str, Any], *, shard_paths: Sequence[str | os.PathLike], eval_path: str | os.PathLike,
+               bert_config: str | os.PathLike, log_path: str | os.PathLike, work_log_path: str | os.PathLike,
+               ckpt_dir: str | os.PathLike, max_seq_length: int, max_predictions_per_seq: int,
+               init_weights: str | os.PathLike | None = None, devices: tuple[str, ...] | None = None,
+               echo: bool = True, progress: bool = True):
+    self.hp = dict(hp)
+    self.log_path, self.work_log_path, self.ckpt_dir = Path(log_path), Path(work_log_path), Path(ckpt_dir)
+    self.seq, self.pred = max_seq_length, max_predictions_per_seq
+    self.init_weights = init_weights
+    self.echo, self.progress = echo, progress
+    self.devices = devices or devices_for(self.hp["DEV"], self.hp["GPUS"])
+    if len(self.devices) != self.hp["GPUS"]:
+      raise UserError(f"GPUS={self.hp['GPUS']} but {len(self.devices)} devices given; make them agree")
+    # validate every input before any work: shards, eval set, model config
+    self.shards = open_shards(shard_paths, max_seq_length, max_predictions_per_seq)
+    self.eval_shard = open_shards([eval_path], max_seq_length, max_predictions_per_seq, what="eval set")[0]
+    if len(self.eval_shard) < self.hp["EVAL_SAMPLES"]:
+      raise UserError(f"{eval_path}: the eval set has {len(self.eval_shard)} rows, fewer than EVAL_SAMPLES="
+                      f"{self.hp['EVAL_SAMPLES']}; rebuild the eval set or lower EVAL_SAMPLES")
+    self.cfg = model_config(bert_config, self.hp)
+    self.bert_config = bert_config
+    if init_weights is not None and not Path(init_weights).is_file():
+      raise UserError(f"{init_weights}: initial checkpoint not found; run the checkpoint conversion first")
+    self.fingerprint = hashlib.sha256(json.dumps(
+      {"hp": {k: v for k, v in rule_params(self.hp).items() if k not in ("KEEP_CKPT_AMOUNT", "SAVE_CKPT_FREQ")},
+       "shards": [Path(p).name for p in shard_paths], "seq": self.seq, "pred": self.pred,
+       "model": dataclasses.asdict(self.cfg), "init": str(init_weights)}, sort_keys=True, default=str).encode()).hexdigest()
+
+  def say(self, msg: str):
+    if self.echo: tqdm.write(msg)
+
+  # ---------------------------------------------------------------------------------------------------
+  def _init_phase(self, log: ResultLog | None):
+    """Compile the steps on fake data with a throw-away model of INIT_BERT_LAYERS layers (as train_bert's INIT)."""
+    hp = self.hp
+    if log: log.init_header(hp)
+    n = hp["INIT_BENCHMARK_STEPS"]
+    if n > 0:
+      st = time.perf_counter()
+      cfg = dataclasses.replace(self.cfg, num_hidden_layers=min(hp["INIT_BERT_LAYERS"], self.cfg.num_hidden_layers))
+      warm = Steps(cfg, hp, self.devices, seed=hp["SEED"], zero=True)
+      rng = np.random.default_rng(0)
+      for _ in range(n):
+        loss, _, _ = warm.train(fake_batch(hp["BS"], self.seq, self.pred, self.cfg.vocab_size, rng))
+        loss.item()
+      fb = fake_batch(hp["EVAL_BS"], self.seq, self.pred, self.cfg.vocab_size, rng)
+      for _ in range(min(n, 3)): warm.evaluate(fb, np.ones(hp["EVAL_BS"], np.float32))[0].item()
+      del warm
+      self.say(f"init: compiled {n} train steps of a {cfg.num_hidden_layers}-layer model in "
+               f"{time.perf_counter() - st:.1f} s")
+    if log: log.init_stop()
+
+  def _build(self) -> Steps:
+    Tensor.manual_seed(self.hp["SEED"])
+    return Steps(self.cfg, self.hp, self.devices, seed=self.hp["SEED"], init_weights=self.init_weights)
+
+  # ---- checkpoints ----
+  def _save(self, steps: Steps, step: int, position: int):
+    arrays = {k: np.ascontiguousarray(_to_numpy(t)) for k, t in steps.state_tensors().items()}
+    arrays.update(_rng_state())
+    meta = {"step": str(step), "position": str(position), "seed": str(self.hp["SEED"]),
+            "fingerprint": self.fingerprint, "format": "mlperf-bert-train-state-1"}
+    path = self.ckpt_dir / f"ckpt_{step:08d}.safetensors"
+    with atomic_path(path) as tmp: save_file(arrays, str(tmp), metadata=meta)
+    for _, old in list_checkpoints(self.ckpt_dir)[:-self.hp["KEEP_CKPT_AMOUNT"]]:
+      old.unlink(missing_ok=True)
+    self.say(f"saved checkpoint {path}")
+
+  def _find_resume(self) -> tuple[Path, dict] | None:
+    """The newest checkpoint of these settings; checkpoints of other settings (or unreadable ones) are removed."""
+    found = None
+    for step, p in reversed(list_checkpoints(self.ckpt_dir)):
+      try:
+        with safe_open(str(p), framework="numpy") as f: meta = f.metadata() or {}
+      except (SafetensorError, OSError) as e:
+        self.say(f"ignoring unreadable checkpoint {p} ({e}); removing it"); p.unlink(missing_ok=True); continue
+      if meta.get("fingerprint") != self.fingerprint:
+        self.say(f"removing checkpoint {p}: it was written with other settings"); p.unlink(missing_ok=True); continue
+      if found is None: found = (p, meta)
+    return found
+
+  def _load(self, steps: Steps, path: Path):
+    targets = steps.state_tensors()
+    with safe_open(str(path), framework="numpy") as f:
+      keys = set(f.keys())
+      missing = [k for k in targets if k not in keys]
+      if missing: raise UserError(f"{path}: checkpoint lacks {missing[:3]}...; delete it to start over")
+      for k, t in targets.items():
+        arr = f.get_tensor(k)
+        if tuple(arr.shape) != tuple(t.shape):
+          raise UserError(f"{path}: {k} has shape {arr.shape}, expected {t.shape}; delete the checkpoint to start over")
+        src = Tensor(np.ascontiguousarray(arr)).cast(t.dtype)
+        t.assign(src.to(t.device)).realize()
+      _restore_rng({k: f.get_tensor(k) for k in keys if k.startswith("rng/")})
+
+  # ---------------------------------------------------------------------------------------------------
+  def run(self, stop_after: int | None = None, on_step: Callable[[int, float], None] | None = None) -> RunResult:
+    """Train to TARGET or TRAIN_STEPS; `stop_after` ends (status "stopped") after that many steps of this process."""
+    hp = self.hp
+    gbs = hp["GLOBAL_BATCH_SIZE"]
+    resume = self._find_resume()
+    if resume is None and self.work_log_path.exists(): self.work_log_path.unlink()
+    log = ResultLog(self.work_log_path, echo=self.echo, append=resume is not None and self.work_log_path.exists())
+    fresh_log = not (resume is not None and self.work_log_path.stat().st_size > 0)
+    try:
+      if fresh_log: self._init_phase(log)
+      else: self._init_phase(None)
+      if fresh_log: log.run_header(hp, self.seq, self.pred, hp["EVAL_SAMPLES"])
+      steps = self._build()
+      step, position = 0, 0
+      if resume is not None:
+        self._load(steps, resume[0])
+        step, position = int(resume[1]["step"]), int(resume[1]["position"])
+        self.say(f"resuming from {resume[0]} at step {step} (sample {position})")
+        log.event("resume_from_checkpoint", None, step_num=step, samples_count=position)
+      if fresh_log: log.epoch_start(step * gbs)
+      return self._loop(steps, log, step, position, stop_after, on_step)
+    finally:
+      log.close()
+
+  def _evaluate(self, steps: Steps) -> tuple[float, float, float]:
+    correct = total = loss_sum = 0.0
+    st = time.perf_counter()
+    for b, mask in eval_batches(self.eval_shard, self.hp["EVAL_BS"], self.hp["EVAL_SAMPLES"]):
+      c, t, l = steps.evaluate(b, mask)
+      correct, total, loss_sum = correct + c.item(), total + t.item(), loss_sum + l.item()
+    acc = correct / total if total else 0.0
+    return acc, loss_sum / total if total else float("nan"), time.perf_counter() - st
+
+  def _loop(self, steps: Steps, log: ResultLog, step: int, position: int, stop_after, on_step) -> RunResult:
+    hp = self.hp
+    gbs, train_steps = hp["GLOBAL_BATCH_SIZE"], hp["TRAIN_STEPS"]
+    accs: list[tuple[int, float]] = []
+    losses: list[float] = []
+    times: list[float] = []
+    dev_str = self.devices[0] if len(self.devices) == 1 else f"{self.devices[0]} * {len(self.devices)}"
+    start_step, prev_ckpt_step = step, step
+    bar = tqdm(total=train_steps, initial=step, disable=not self.progress, mininterval=5, unit="step")
+    loader = TrainLoader(self.shards, hp["BS"], seed=hp["SEED"], position=position)
+    status = None
+    try:
+      pos_next, data = next(loader)
+      while step < train_steps:
+        if stop_after is not None and step - start_step >= stop_after:
+          status = "stopped"; break
+        st = time.perf_counter()
+        GlobalCounters.reset()
+        loss_t, _, lr_t = steps.train(data)
+        pt = time.perf_counter()
+        pos_after, (pos_next, data) = pos_next, next(loader)
+        dt = time.perf_counter()
+        loss, lr = loss_t.item(), lr_t.item()
+        cl = time.perf_counter()
+        step += 1
+        times.append(cl - st)
+        losses.append(loss)
+        bar.update(1)
+        self.say(f"{step - 1:5} {(cl - st) * 1e3:7.2f} ms run, {(pt - st) * 1e3:7.2f} ms python, {(dt - pt) * 1e3:6.2f} ms "
+                 f"fetch data, {(cl - dt) * 1e3:7.2f} ms {dev_str}, {loss:5.2f} loss, {lr:.6f} LR, "
+                 f"{GlobalCounters.mem_used / 1e9:.2f} GB used, {GlobalCounters.global_ops * 1e-9 / (cl - st):9.2f} GFLOPS")
+        if on_step: on_step(step, loss)
+        if not math.isfinite(loss):
+          log.run_stop(False, step * gbs, reason=f"loss {loss} at step {step}")
+          raise TrainingDiverged(
+            f"the loss became {loss} at step {step}: training stopped (run_stop aborted). The partial MLPerf log is kept "
+            f"at {self.work_log_path}. Lower OPT_BASE_LEARNING_RATE, raise NUM_WARMUP_STEPS, or under fp16 lower "
+            f"LOSS_SCALER; delete {self.ckpt_dir} to start over")
+        if step % hp["EVAL_STEP_FREQ"] == 0 or step == train_steps:
+          log.eval_start(step * gbs, step)
+          if hp.get("FREE_INTERMEDIATE") and steps.train_step.captured is not None:
+            steps.train_step.captured.free_intermediates()  # as train_bert: room for the eval step's buffers
+          acc, lm_loss, secs = self._evaluate(steps)
+          if hp.get("FREE_INTERMEDIATE") and steps.eval_step.captured is not None:
+            steps.eval_step.captured.free_intermediates()
+          log.eval_stop(step * gbs, step, hp["EVAL_SAMPLES"])
+          log.eval_accuracy(acc, step * gbs)
+          accs.append((step, acc))
+          self.say(f"eval at step {step}: lm loss {lm_loss:.3f}, masked-LM accuracy {acc:.6f} over "
+                   f"{hp['EVAL_SAMPLES']} samples ({secs:.1f} s)")
+          if acc >= hp["TARGET"]:
+            self.say(f"target {hp['TARGET']} reached after {step * gbs} samples")
+            log.epoch_stop(step * gbs)
+            log.run_stop(True, step * gbs)
+            status = "success"; break
+        if step % hp["SAVE_CKPT_FREQ"] == 0 and step < train_steps:
+          if step > prev_ckpt_step: log.block_stop(step, step - prev_ckpt_step)
+          self._save(steps, step, pos_after)
+          log.block_start(step * gbs, step)
+          prev_ckpt_step = step
+      if status is None:
+        self.say(f"TRAIN_STEPS={train_steps} done without reaching TARGET {hp['TARGET']}: run_stop aborted")
+        log.epoch_stop(step * gbs)
+        log.run_stop(False, step * gbs)
+        status = "aborted"
+    finally:
+      loader.close()
+      bar.close()
+    step_ms = float(np.median(times) * 1e3) if times else float("nan")
+    if status == "stopped":
+      return RunResult("stopped", step, step * gbs, accs, losses, None, step_ms)
+    log.close()
+    with atomic_path(self.log_path) as tmp: shutil.copyfile(self.work_log_path, tmp)
+    self.work_log_path.unlink()
+    for _, p in list_checkpoints(self.ckpt_dir): p.unlink()  # the run is complete: nothing to resume
+    return RunResult(status, step, step * gbs, accs, losses, self.log_path, step_ms)
+
+  # ---------------------------------------------------------------------------------------------------
+  def benchmark(self, n: int) -> dict[str, float]:
+    """BENCHMARK=n: n steps on real data from a fresh model; prints the estimated time to TRAIN_STEPS."""
+    hp = self.hp
+    t0 = time.perf_counter()
+    steps = self._build()
+    loader = TrainLoader(self.shards, hp["BS"], seed=hp["SEED"])
+    times, fetch, ops, mem = [], [], 0, 0
+    first = None
+    try:
+      _, data = next(loader)
+      for i in range(n):
+        st = time.perf_counter()
+        GlobalCounters.reset()
+        loss_t, _, lr_t = steps.train(data)
+        pt = time.perf_counter()
+        _, data = next(loader)
+        dt = time.perf_counter()
+        loss, lr = loss_t.item(), lr_t.item()
+        cl = time.perf_counter()
+        if first is None: first = cl - t0
+        times.append(cl - st); fetch.append(dt - pt)
+        ops, mem = GlobalCounters.global_ops, GlobalCounters.global_mem
+        self.say(f"{i:5} {(cl - st) * 1e3:7.2f} ms run, {(pt - st) * 1e3:7.2f} ms python, {(dt - pt) * 1e3:6.2f} ms "
+                 f"fetch data, {(cl - dt) * 1e3:7.2f} ms {self.devices[0]}, {loss:5.2f} loss, {lr:.6f} LR, "
+                 f"{GlobalCounters.mem_used / 1e9:.2f} GB used, {ops * 1e-9 / (cl - st):9.2f} GFLOPS")
+    finally:
+      loader.close()
+    med = sorted(times)[len(times) // 2]
+    est = int(med * hp["TRAIN_STEPS"] / 60)
+    print(f"Estimated training time: {est // 60}h{est % 60}m")
+    print(f"epoch global_ops: {hp['TRAIN_STEPS'] * ops:_}, epoch global_mem: {hp['TRAIN_STEPS'] * mem:_}")
+    return {"median_step_s": med, "first_step_s": first or float("nan"), "gflops": ops * 1e-9 / med,
+            "median_fetch_ms": float(np.median(fetch) * 1e3), "samples_per_s": hp["BS"] / med,
+            "estimated_total_min": med * hp["TRAIN_STEPS"] / 60}
+
+
+def train_from_paths(platform_file, overrides: dict[str, Any], *, shards, eval_path, bert_config, init_weights,
+                     max_seq_length: int, max_predictions_per_seq: int, seed: int, out, ckpt_dir, benchmark: int = 0,
+                     stop_after: int | None = None):
+  """`python -m mlperf_bert train` and rule `train`: resolve the platform's hyperparameters with `overrides`, then
+  train (a RunResult) or, with benchmark=N, time N steps (a dict of figures)."""
+  from mlperf_bert.train.hparams import load_platform, resolve, tinygrad_env
+  hp = resolve(load_platform(platform_file), overrides, seed=seed, eval_examples=len(Shard(eval_path)), where="--set")
+  for k, v in tinygrad_env(hp).items():
+    if os.environ.get(k, v) != v:
+      print(f"note: {k}={os.environ[k]} in the environment; the platform says {v} (export it before starting)")
+  shard_paths = sorted(Path(shards).glob("*.shard")) if Path(shards).is_dir() else [Path(shards)]
+  out = Path(out)
+  run = TrainRun(hp, shard_paths=shard_paths, eval_path=eval_path, bert_config=bert_config, log_path=out,
+                 work_log_path=out.with_name(out.name + ".partial"), ckpt_dir=ckpt_dir, max_seq_length=max_seq_length,
+                 max_predictions_per_seq=max_predictions_per_seq, init_weights=init_weights)
+  if benchmark:
+    return run.benchmark(benchmark)
+  return run.run(stop_after=stop_after)

@@ -1,0 +1,81 @@
+"""Provenance records: what they hold, and that re-hashing finds a changed byte anywhere on the chain."""
+import json, shutil, subprocess
+from pathlib import Path
+
+import pytest
+
+from mlperf_bert.errors import UserError
+from mlperf_bert.fileio import file_digest
+from mlperf_bert.audit.provenance import SCHEMA, read_provenance, verify_provenance, write_provenance
+
+REPO = Path(__file__).resolve().parents[2]
+LOG = REPO / "tests/data/tinycorp-v4.1/results/tinybox_green/bert/result_0.txt"
+
+
+def tiny_tree(base: Path) -> dict[str, list[Path]]:
+  """A basedir laid out as the workflow lays it out, with small stand-in artifacts."""
+  (base / "download").mkdir(parents=True)
+  for f in ("bert_config.json", "vocab.txt", "bert_reference_results_text_md5.txt", "results_text.tar.gz"):
+    shutil.copy(REPO / "resources/demo" / f, base / "download" / f)
+  (base / "shards").mkdir()
+  shards = []
+  for i in range(2):
+    p = base / "shards" / f"part-0000{i}-of-00002.shard"
+    p.write_bytes(bytes(range(256)) * (i + 1))
+    shards.append(p)
+  (base / "eval").mkdir()
+  (base / "eval/eval.shard").write_bytes(b"eval" * 100)
+  (base / "results/cpu").mkdir(parents=True)
+  shutil.copy(LOG, base / "results/cpu/result_bert_0.log")
+  return {"downloads": sorted((base / "download").iterdir()), "shards": shards, "eval": [base / "eval/eval.shard"]}
+
+
+def test_record_contents_and_clean_verify(tmp_path):
+  base = tmp_path / "run"
+  inputs = tiny_tree(base)
+  cfg = {"basedir": str(base), "eval_examples": 10000, "preprocessing": {"max_seq_length": 128}}
+  out = base / "results/cpu/result_bert_0.provenance.json"
+  rec = write_provenance(out, log_path=base / "results/cpu/result_bert_0.log", inputs=inputs, config=cfg, seed=0,
+                         platform="cpu", command=["snakemake", "--cores", "2"], repo_dir=REPO)
+  assert json.loads(out.read_text()) == read_provenance(out) and rec["schema"] == SCHEMA
+  assert rec["seed"] == 0 and rec["platform"] == "cpu" and rec["config"] == cfg
+  assert rec["command"] == ["snakemake", "--cores", "2"]
+  head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+  assert rec["git"]["commit"] == head and isinstance(rec["git"]["dirty"], bool)
+  for pkg in ("python", "tinygrad", "numpy", "snakemake", "mlperf-logging", "gdown", "tokenizers"):
+    assert pkg in rec["versions"]
+  assert rec["host"]["hostname"] and rec["host"]["platform"]
+  assert rec["log"]["sha256"] == file_digest(LOG, "sha256") and rec["log"]["md5"] == file_digest(LOG, "md5")
+  vocab = next(e for e in rec["inputs"]["downloads"] if e["path"].endswith("vocab.txt"))
+  assert vocab["md5"] == "64800d5d8528ce344256daf115d4965e" and vocab["basedir_path"] == "download/vocab.txt"
+  assert [e["basedir_path"] for e in rec["inputs"]["shards"]] == ["shards/part-00000-of-00002.shard",
+                                                                   "shards/part-00001-of-00002.shard"]
+  results = verify_provenance(rec, base)
+  assert len(results) == 1 + 4 + 2 + 1 and all(s == "PASS" for s, _, _ in results)
+
+
+@pytest.mark.parametrize("victim", ["shards/part-00001-of-00002.shard", "results/cpu/result_bert_0.log",
+                                    "download/vocab.txt", "eval/eval.shard"])
+def test_one_changed_byte_is_named(tmp_path, victim):
+  base = tmp_path / "run"
+  inputs = tiny_tree(base)
+  out = tmp_path / "prov.json"
+  rec = write_provenance(out, log_path=base / "results/cpu/result_bert_0.log", inputs=inputs,
+                         config={"basedir": str(base)}, seed=0, platform="cpu", command="x", repo_dir=REPO)
+  # the tree moves: files recorded inside the basedir are found relative to it
+  moved = tmp_path / "moved"
+  shutil.move(base, moved)
+  f = moved / victim
+  data = bytearray(f.read_bytes()); data[len(data) // 2] ^= 1; f.write_bytes(bytes(data))
+  fails = [(p, why) for s, p, why in verify_provenance(read_provenance(out), moved) if s == "FAIL"]
+  assert [p for p, _ in fails] == [victim] and "md5, sha256 differ" in fails[0][1]
+
+
+def test_missing_input_is_a_user_error(tmp_path):
+  base = tmp_path / "run"
+  tiny_tree(base)
+  with pytest.raises(UserError, match="not found"):
+    write_provenance(tmp_path / "p.json", log_path=base / "results/cpu/result_bert_0.log",
+                     inputs={"shards": [base / "shards/nope.shard"]}, config={}, seed=1, platform="cpu", command="x",
+                     repo_dir=REPO)
+  assert not (tmp_path / "p.json").exists()

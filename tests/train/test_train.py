@@ -1,0 +1,232 @@
+"""train/run.py: a tiny BERT trains on synthetic shards; resume after a stop continues the same run; data parallel on
+two CPU devices equals one device; NaN aborts cleanly; the result log appears only when the run finished."""
+import json, math, os, re
+
+os.environ.setdefault("USE_ATOMICS", "1")
+
+import numpy as np
+import pytest
+
+from mlperf_bert.errors import UserError
+from mlperf_bert.audit.checkers import compliance_check
+from mlperf_bert.train.hparams import resolve
+from mlperf_bert.data.shards import write_shard
+from mlperf_bert.train.run import TrainingDiverged, TrainRun, list_checkpoints
+
+SEQ, PRED, VOCAB = 32, 5, 128
+
+
+def tiny_config(path):
+  path.write_text(json.dumps({
+    "attention_probs_dropout_prob": 0.1, "hidden_act": "gelu", "hidden_dropout_prob": 0.1, "hidden_size": 32,
+    "initializer_range": 0.02, "intermediate_size": 64, "max_position_embeddings": 64, "num_attention_heads": 2,
+    "num_hidden_layers": 2, "type_vocab_size": 2, "vocab_size": VOCAB}))
+  return path
+
+
+def synth_instances(n, rng):
+  """Learnable data: the masked token is the one before it plus one (mod a small range)."""
+  out = []
+  for _ in range(n):
+    L = int(rng.integers(12, SEQ))
+    la = int(rng.integers(4, L - 4))
+    start = int(rng.integers(10, 60))
+    toks = [10 + (start + j) % 100 for j in range(L - 3)]
+    ids = [1] + toks[:la - 2] + [2] + toks[la - 2:] + [2]
+    pos = sorted(rng.choice(np.arange(2, L - 1), size=PRED, replace=False).tolist())
+    pos = [p for p in pos if ids[p] not in (1, 2)]
+    masked = list(ids)
+    for p in pos: masked[p] = 3
+    out.append({"input_ids": masked, "segment_ids": [0] * la + [1] * (L - la), "masked_lm_positions": pos,
+                "masked_lm_ids": [ids[p] for p in pos], "next_sentence_label": int(rng.integers(0, 2))})
+  return out
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+  d = tmp_path_factory.mktemp("data")
+  rng = np.random.default_rng(0)
+  shards = []
+  for f in range(3):
+    p = d / f"part-{f:05d}-of-00003.shard"
+    write_shard(p, synth_instances(40, rng), max_seq_length=SEQ, max_predictions_per_seq=PRED)
+    shards.append(p)
+  write_shard(d / "eval.shard", synth_instances(20, rng), max_seq_length=SEQ, max_predictions_per_seq=PRED)
+  return {"shards": shards, "eval": d / "eval.shard", "config": tiny_config(d / "bert_config.json")}
+
+
+def make_run(data, tmp_path, devices=None, **over):
+  base = dict(DEV="CPU", BS=4, EVAL_BS=8, OPT_BASE_LEARNING_RATE=0.01, NUM_WARMUP_STEPS=3, TRAIN_STEPS=12,
+              EVAL_STEP_FREQ=6, SAVE_CKPT_FREQ=4, KEEP_CKPT_AMOUNT=2, TARGET=0.99, EVAL_SAMPLES=20,
+              INIT_BENCHMARK_STEPS=0, SUBMISSION_PLATFORM="test_cpu", SUBMISSION_DIVISION="open")
+  base.update(over)
+  hp = resolve({}, base, seed=3, eval_examples=20)
+  return TrainRun(hp, shard_paths=data["shards"], eval_path=data["eval"], bert_config=data["config"],
+                  log_path=tmp_path / "results" / "result_bert_3.log", work_log_path=tmp_path / "logs" / "partial.log",
+                  ckpt_dir=tmp_path / "ckpt", max_seq_length=SEQ, max_predictions_per_seq=PRED, devices=devices,
+                  echo=False, progress=False)
+
+
+def test_run_stop_resume_equals_uninterrupted(data, tmp_path):
+  full = make_run(data, tmp_path / "a").run()
+  assert full.status == "aborted" and full.steps == 12          # TARGET 0.99 is not reached
+  assert [s for s, _ in full.accuracies] == [6, 12]
+  assert full.log_path.exists() and not (tmp_path / "a" / "logs" / "partial.log").exists()
+  assert list_checkpoints(tmp_path / "a" / "ckpt") == []          # a finished run leaves nothing to resume
+  assert all(math.isfinite(x) for x in full.losses)
+
+  first = make_run(data, tmp_path / "b").run(stop_after=7)       # "killed" after step 7; checkpoint at step 4
+  assert first.status == "stopped" and first.log_path is None
+  assert not (tmp_path / "b" / "results" / "result_bert_3.log").exists()
+  assert [s for s, _ in list_checkpoints(tmp_path / "b" / "ckpt")] == [4]
+  assert (tmp_path / "b" / "logs" / "partial.log").exists()
+  second = make_run(data, tmp_path / "b").run()
+  assert second.status == "aborted" and second.steps == 12
+  np.testing.assert_allclose(first.losses, full.losses[:7], rtol=1e-5)
+  np.testing.assert_allclose(second.losses, full.losses[4:], rtol=1e-4, atol=1e-5)
+  np.testing.assert_allclose([a for _, a in second.accuracies], [a for _, a in full.accuracies], atol=1e-6)
+  log = (tmp_path / "b" / "results" / "result_bert_3.log").read_text()
+  assert log.count('"key": "run_start"') == 1 and log.count('"key": "resume_from_checkpoint"') == 1
+  ok, out = compliance_check(tmp_path / "b" / "results" / "result_bert_3.log")
+  assert ok, out
+
+
+def test_other_settings_do_not_resume(data, tmp_path):
+  make_run(data, tmp_path, INIT_BENCHMARK_STEPS=0).run(stop_after=5)
+  assert [s for s, _ in list_checkpoints(tmp_path / "ckpt")] == [4]
+  res = make_run(data, tmp_path, OPT_BASE_LEARNING_RATE=0.02, INIT_BENCHMARK_STEPS=0).run(stop_after=2)
+  assert list_checkpoints(tmp_path / "ckpt") == []  # the stale step-4 checkpoint was removed, not resumed
+  assert res.steps == 2
+
+
+def test_data_parallel_two_cpu_devices_matches_single(data, tmp_path):
+  kw = dict(TRAIN_STEPS=3, EVAL_STEP_FREQ=3, INIT_BENCHMARK_STEPS=0, EVAL_SAMPLES=16, DISABLE_DROPOUT=True)
+  one = make_run(data, tmp_path / "one", **kw).run()
+  two = make_run(data, tmp_path / "two", devices=("CPU", "CPU:1"), GPUS=2, **kw).run()
+  assert len(two.losses) == 3 and len(two.accuracies) == 1
+  np.testing.assert_allclose(two.losses, one.losses, rtol=1e-4, atol=1e-5)
+  np.testing.assert_allclose([a for _, a in two.accuracies], [a for _, a in one.accuracies], atol=1e-6)
+
+
+def test_nan_loss_aborts_with_kept_log(data, tmp_path):
+  run = make_run(data, tmp_path, OPT_BASE_LEARNING_RATE=1e30, NUM_WARMUP_STEPS=1, INIT_BENCHMARK_STEPS=0)
+  with pytest.raises(TrainingDiverged, match="loss became"):
+    run.run()
+  partial = tmp_path / "logs" / "partial.log"
+  assert partial.exists() and '"status": "aborted"' in partial.read_text()
+  assert not (tmp_path / "results" / "result_bert_3.log").exists()
+
+
+def test_bad_inputs_fail_before_training(data, tmp_path):
+  with pytest.raises(UserError, match="max_seq_length 32, but training is configured for 64"):
+    TrainRun(resolve({}, {"BS": 4}, eval_examples=20), shard_paths=data["shards"], eval_path=data["eval"],
+             bert_config=data["config"], log_path=tmp_path / "r.log", work_log_path=tmp_path / "p.log",
+             ckpt_dir=tmp_path / "c", max_seq_length=64, max_predictions_per_seq=PRED)
+  with pytest.raises(UserError, match="shard directory is empty"):
+    TrainRun(resolve({}, {"BS": 4}, eval_examples=20), shard_paths=[], eval_path=data["eval"],
+             bert_config=data["config"], log_path=tmp_path / "r.log", work_log_path=tmp_path / "p.log",
+             ckpt_dir=tmp_path / "c", max_seq_length=SEQ, max_predictions_per_seq=PRED)
+
+
+# ---- train/hparams.py: the seed's defaults and validation (no training) ----
+from pathlib import Path as _Path
+
+from mlperf_bert.train.hparams import load_platform, tinygrad_env
+
+_PROFILES = _Path(__file__).resolve().parents[2] / "profiles"
+
+
+def test_defaults_follow_train_bert():
+  hp = resolve({"DEV": "NV", "GPUS": 6, "DEFAULT_FLOAT": "HALF"}, seed=1)
+  assert hp["BS"] == 66 and hp["EVAL_BS"] == 6 and hp["LOSS_SCALER"] == 2.0 ** 11
+  assert hp["OPT_BASE_LEARNING_RATE"] == pytest.approx(0.000175 * math.sqrt(66 / 96))
+  assert hp["TRAIN_STEPS"] == 3600000 // 66 and hp["NUM_WARMUP_STEPS"] == 1
+  assert hp["EVAL_STEP_FREQ"] == int(math.floor(0.05 * (230.23 * 66 + 3000000) / 25000) * 25000 // 66)
+  assert (hp["DECAY"], hp["EPSILON"], hp["POLY_POWER"], hp["TARGET"]) == (0.01, 1e-6, 1.0, 0.72)
+  assert (hp["SAVE_CKPT_FREQ"], hp["KEEP_CKPT_AMOUNT"], hp["GRADIENT_ACC_STEPS"]) == (1000, 5, 1)
+  fp32 = resolve({"GPUS": 2})
+  assert fp32["BS"] == 16 and fp32["LOSS_SCALER"] == 1.0
+
+
+@pytest.mark.parametrize("name", ["tinybox_green", "tinybox_red", "tinybox_8xMI300X", "dev_1gpu", "cpu"])
+def test_profiles_resolve(name):
+  assert (_PROFILES / name / "config.yaml").is_file()
+  hp = resolve(load_platform(_PROFILES / name / "platform.yaml"), seed=0)
+  assert hp["SUBMISSION_DIVISION"] == ("open" if name in ("cpu", "dev_1gpu") else "closed")
+  if name == "tinybox_8xMI300X":
+    assert (hp["BS"], hp["TRAIN_STEPS"], hp["OPT_BASE_LEARNING_RATE"], hp["DECAY"]) == (1024, 3900, 0.0011, 0.1)
+    assert (hp["OPT_LAMB_BETA_1"], hp["OPT_LAMB_BETA_2"]) == (0.60466, 0.85437)
+  if name == "tinybox_green":
+    assert (hp["DEV"], hp["GPUS"], hp["BS"], hp["BEAM"], hp["FLOAT"]) == ("NV", 6, 90, 8, "half")
+  env = tinygrad_env(hp)
+  assert env["DEV"] == hp["DEV"] and ("USE_ATOMICS" in env) == (name == "cpu")
+
+
+@pytest.mark.parametrize("over,msg", [
+  ({"GPUS": 4, "BS": 6}, "BS=6 is not divisible by GPUS=4"),
+  ({"GRADIENT_ACC_STEPS": 2}, "GRADIENT_ACC_STEPS=2"),
+  ({"DEV": "TPU"}, "DEV='TPU' is not a tinygrad 0.14 device"),
+  ({"BS": "eight"}, "key BS must be a int"),
+  ({"TARGET": True}, "key TARGET must be a int/float"),
+  ({"BEAM_SIZE": 2}, "unknown key 'BEAM_SIZE'"),
+  ({"EVAL_SAMPLES": 20000}, "EVAL_SAMPLES=20000 exceeds"),
+])
+def test_bad_settings_are_user_errors(over, msg):
+  with pytest.raises(UserError, match=re.escape(msg)):
+    resolve({}, over, where="config key train")
+
+
+def test_bad_platform_file(tmp_path):
+  (tmp_path / "p.yaml").write_text("BS: [1, 2]\n")
+  with pytest.raises(UserError, match=r"p.yaml: key BS must be a int"):
+    load_platform(tmp_path / "p.yaml")
+  with pytest.raises(UserError, match="platform file not found"):
+    load_platform(tmp_path / "missing.yaml")
+
+
+# ---- the workflow's train rule: a killed job resumes when the same snakemake command runs again ----
+import signal, subprocess, sys, time
+
+
+@pytest.mark.slow
+def test_snakemake_train_rule_resumes_after_kill(tmp_path):
+  repo = _Path(__file__).resolve().parents[2]
+  snakemake = _Path(sys.executable).with_name("snakemake")
+  cmd = [str(snakemake), "--cores", "2", "all", "--config", f"basedir={tmp_path}",
+         "train={TRAIN_STEPS: 24, SAVE_CKPT_FREQ: 8, EVAL_STEP_FREQ: 12, EVAL_SAMPLES: 64, TARGET: 0.9, "
+         "INIT_BENCHMARK_STEPS: 0}"]
+  ckpt = tmp_path / "train/cpu/seed_0/ckpt_00000016.safetensors"
+  p = subprocess.Popen(cmd, cwd=repo, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+  try:
+    deadline = time.time() + 900
+    while not ckpt.exists() and p.poll() is None and time.time() < deadline: time.sleep(1)
+    assert ckpt.exists(), "no checkpoint appeared"
+  finally:
+    if p.poll() is None:
+      os.killpg(p.pid, signal.SIGINT)
+      p.wait(timeout=120)
+  result = tmp_path / "results/cpu/result_bert_0.log"
+  assert not result.exists() and (tmp_path / "logs/train/cpu/result_bert_0.partial.log").exists()
+  r = subprocess.run(cmd, cwd=repo, capture_output=True, text=True, timeout=900)
+  assert r.returncode == 0, r.stderr[-3000:]
+  job_log = (tmp_path / "logs/train/cpu/seed_0.log").read_text()
+  assert "resuming from" in job_log and "at step 16" in job_log
+  text = result.read_text()
+  assert text.count('"key": "run_start"') == 1 and text.count('"key": "eval_accuracy"') == 2
+  ok, out = compliance_check(result)
+  assert ok, out
+  assert list_checkpoints(tmp_path / "train/cpu/seed_0") == []
+
+
+def test_initial_weights_are_loaded(data, tmp_path):
+  from safetensors.numpy import save_file
+  from mlperf_bert.train.model import parameter_shapes
+  from mlperf_bert.train.run import Steps, model_config
+  hp = resolve({}, {"BS": 4}, eval_examples=20)
+  cfg = model_config(data["config"], hp)
+  rng = np.random.default_rng(1)
+  weights = {k: rng.standard_normal(s).astype(np.float32) for k, s in parameter_shapes(cfg).items()}
+  save_file(weights, str(tmp_path / "model.safetensors"))
+  steps = Steps(cfg, hp, ("CPU",), seed=0, init_weights=tmp_path / "model.safetensors")
+  for k, t in steps.model.state_dict().items():
+    np.testing.assert_array_equal(t.numpy(), weights[k])

@@ -1,0 +1,10 @@
+"""The one preamble of the rules' scripts (Snakemake puts this directory on sys.path): the repository's package
+first on sys.path, also when it is not pip-installed, and `job_log`, which sends the job's output to its log."""
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from mlperf_bert.snakejob import job_log  # noqa: E402
+
+__all__ = ["job_log"]
