@@ -132,10 +132,14 @@ def _fetch(source, dest: Path, *, md5, root, path, listing, uri, gdrive_url, att
   kind, where = resolve_source(source, root=root, gdrive_url=gdrive_url)
   dest.parent.mkdir(parents=True, exist_ok=True)
   if kind == "r2":
-    if listing is None or uri is None:
-      raise UserError(f"{dest.name}: source {source} is an R2 dataset; its cached md5 list and .uri are needed "
-                      "(the workflow's r2_listing rule makes them)")
     name = r2.dataset_name(source, root=root)
+    if listing is None or uri is None:  # the command line: list the dataset into a scratch folder first
+      with tempfile.TemporaryDirectory(prefix=f".{dest.name}.", dir=dest.parent) as d:
+        r2.fetch_listing(source, Path(d) / "list.md5", Path(d) / "list.uri", root=root, attempts=attempts,
+                         backoff=backoff, log=log)
+        return r2.fetch_member(Path(d) / "list.md5", Path(d) / "list.uri", path or dest.name, dest, dataset=name,
+                               md5=md5, validate=validate, attempts=attempts, backoff=backoff, progress=not quiet,
+                               log=log)
     return r2.fetch_member(listing, uri, path or dest.name, dest, dataset=name, md5=md5, validate=validate,
                            attempts=attempts, backoff=backoff, progress=not quiet, log=log)
   if kind == "url":

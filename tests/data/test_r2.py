@@ -196,3 +196,13 @@ def test_text_dataset_entries_and_manifest(tmp_path):
   (tmp_path / "tar.md5").write_text(f"{'c' * 32}  ./results_text.tar.gz\n")
   with pytest.raises(UserError, match="sources/results_text.tar.gz"):
     r2.text_entries(r2.read_listing(tmp_path / "tar.md5"), "tar")
+
+
+def test_command_line_download_lists_the_dataset_itself(server, tmp_path):
+  import subprocess, sys
+  out = tmp_path / "dl" / "model.ckpt-28252.index"
+  r = subprocess.run([sys.executable, "-m", "mlperf_bert", "download", "--source", "mlcommons-r2:" + server.uri(
+    "bert-input-files"), "--path", "tf2_ckpt/model.ckpt-28252.index", "--output", str(out)],
+    capture_output=True, text=True, timeout=120)
+  assert r.returncode == 0, r.stderr
+  assert out.read_bytes() == b"index-tf2" and _files(out.parent) == [out.name]
