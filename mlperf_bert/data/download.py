@@ -112,17 +112,12 @@ def fetch(source: str, dest: str | Path, *, md5: str | None, root: str | Path = 
     c = validate_content(p, dest.name)
     if c: checked.append(c)
 
-  try:
+  with r2.one_line_os_errors(dest):
     info = _fetch(source, dest, md5=md5, root=root, path=path, listing=listing, uri=uri, gdrive_url=gdrive_url,
                   attempts=attempts, backoff=backoff, validate=validate, log=log, quiet=quiet)
     if sidecar:
       with atomic_path(dest.with_name(dest.name + ".sha256")) as tmp:
         tmp.write_text(f"{info['sha256']}  {dest.name}\n")
-  except OSError as e:
-    err = r2.write_error(e, dest)
-    if err is None:
-      raise
-    raise err from None
   if checked:
     log(f"{dest.name}: {checked[0]}")
   return {**{k: info[k] for k in ("source", "md5", "sha256", "bytes")}, "checked": checked[0] if checked else None}

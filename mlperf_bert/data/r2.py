@@ -14,7 +14,7 @@ beside the target (kept across a failed attempt, never at the target path), md5-
 for network errors only, a tqdm bar (bytes, rate, ETA) in the job's log.
 """
 from __future__ import annotations
-import errno, hashlib, os, re, shutil, time
+import contextlib, errno, hashlib, os, re, shutil, time
 from pathlib import Path, PurePosixPath
 from typing import Callable
 from urllib.parse import quote, urlsplit, urlunsplit
@@ -375,9 +375,9 @@ def fetch_listing(source: str, md5_out: str | Path, uri_out: str | Path, *, root
     base, where = str(md5_file.parent.resolve()), str(md5_file)
     text = md5_file.read_text(encoding="utf-8", errors="replace")
   listing = parse_md5_list(text, where)
-  with atomic_path(md5_out) as tmp:
+  with one_line_os_errors(Path(md5_out)), atomic_path(md5_out) as tmp:
     tmp.write_text("".join(f"{m}  ./{rel}\n" for rel, m in listing.items()))
-  with atomic_path(uri_out) as tmp:
+  with one_line_os_errors(Path(uri_out)), atomic_path(uri_out) as tmp:
     tmp.write_text(base.rstrip("/") + "\n")
   log(f"dataset {name}: {len(listing)} files listed, base {base}")
   return len(listing)
@@ -424,8 +424,21 @@ def fetch_text_file(listing_md5: str | Path, uri_file: str | Path, name: str, de
   if name not in names:
     raise UserError(f"dataset {dataset}: its md5 list has no {name}; the topic list comes from that list: delete "
                     "download/r2/ and rerun if the dataset changed")
-  return fetch_member(listing_md5, uri_file, names[name], dest, dataset=dataset, attempts=attempts, backoff=backoff,
-                      progress=progress, log=log)
+  with one_line_os_errors(Path(dest)):
+    return fetch_member(listing_md5, uri_file, names[name], dest, dataset=dataset, attempts=attempts,
+                        backoff=backoff, progress=progress, log=log)
+
+
+@contextlib.contextmanager
+def one_line_os_errors(dest: Path):
+  """Turn a full disk or a permission problem while writing `dest` into a one-line UserError."""
+  try:
+    yield
+  except OSError as e:
+    err = write_error(e, dest)
+    if err is None:
+      raise
+    raise err from None
 
 
 def write_error(e: OSError, dest: Path) -> UserError | None:

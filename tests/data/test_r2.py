@@ -206,3 +206,24 @@ def test_command_line_download_lists_the_dataset_itself(server, tmp_path):
     capture_output=True, text=True, timeout=120)
   assert r.returncode == 0, r.stderr
   assert out.read_bytes() == b"index-tf2" and _files(out.parent) == [out.name]
+
+
+def test_full_disk_during_an_http_download_is_one_line_and_resumable(server, tmp_path):
+  import subprocess
+  md5_list, uri, _ = _listing(server, tmp_path)
+  small = tmp_path / "small"
+  small.mkdir()
+  if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(small)], capture_output=True).returncode:
+    pytest.skip("cannot mount a small tmpfs here (needs root)")
+  try:
+    with pytest.raises(UserError) as e:  # 3 MiB into 1 MiB
+      from mlperf_bert.data.download import fetch as _fetch
+      _fetch("mlcommons-r2:" + server.uri("bert-input-files"), small / "model.ckpt-28252.data-00000-of-00001",
+             md5=None, path="tf1_ckpt/model.ckpt-28252.data-00000-of-00001", listing=md5_list, uri=uri, quiet=True,
+             backoff=0, log=lambda s: None)
+    msg = str(e.value)
+    assert "no space left to write model.ckpt-28252.data-00000-of-00001" in msg and "\n" not in msg
+    assert not (small / "model.ckpt-28252.data-00000-of-00001").exists()
+    assert len(list(small.glob(".*.part"))) == 1  # what arrived is kept for the resume
+  finally:
+    subprocess.run(["umount", str(small)], check=True)
