@@ -93,8 +93,8 @@ def test_dry_run_over_a_500_part_listing(server, tmp_path):
   # vocab.txt (bert_config.json is for training) and the input files' listing
   assert jobs["r2_manifest"] == 1 and jobs["download"] == 1 and jobs["r2_listing"] == 1 and "extract" not in jobs, jobs
   assert not [p for p, _ in server.requests if p.startswith("/data/")]  # a dry run downloads nothing
-  print(f"dry run over the 500-part listing: {seconds:.1f} s")
-  assert seconds < 60, seconds
+  print(f"dry run over the 500-part listing: {seconds:.1f} s, jobs {jobs}")
+  assert seconds < 120, seconds  # wall time; measured 16-36 s on the shared 2-core machine
 
 
 def test_deterministic_download_failures_fail_once(tmp_path):
