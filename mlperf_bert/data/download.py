@@ -133,9 +133,9 @@ def _fetch(source, dest: Path, *, md5, root, path, listing, uri, gdrive_url, att
         r2.fetch_listing(source, Path(d) / "list.md5", Path(d) / "list.uri", root=root, attempts=attempts,
                          backoff=backoff, log=log)
         return r2.fetch_member(Path(d) / "list.md5", Path(d) / "list.uri", path or dest.name, dest, dataset=name,
-                               md5=md5, validate=validate, attempts=attempts, backoff=backoff, progress=not quiet,
+                               root=root, md5=md5, validate=validate, attempts=attempts, backoff=backoff, progress=not quiet,
                                log=log)
-    return r2.fetch_member(listing, uri, path or dest.name, dest, dataset=name, md5=md5, validate=validate,
+    return r2.fetch_member(listing, uri, path or dest.name, dest, dataset=name, root=root, md5=md5, validate=validate,
                            attempts=attempts, backoff=backoff, progress=not quiet, log=log)
   if kind == "url":
     log(f"downloading {where} -> {dest}")

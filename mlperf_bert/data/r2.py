@@ -372,7 +372,10 @@ def fetch_listing(source: str, md5_out: str | Path, uri_out: str | Path, *, root
     where = list_url
   else:
     md5_file = _mirror_md5(loc, root, source)
-    base, where = str(md5_file.parent.resolve()), str(md5_file)
+    # the mirror as configured (a relative path stays relative to the repository: no checkout path is cached)
+    base = str(Path(loc).parent if Path(loc).suffix == ".md5" else Path(loc)) if not Path(loc).is_absolute() \
+      else str(md5_file.parent)
+    where = str(md5_file)
     text = md5_file.read_text(encoding="utf-8", errors="replace")
   listing = parse_md5_list(text, where)
   with one_line_os_errors(Path(md5_out)), atomic_path(md5_out) as tmp:
@@ -384,6 +387,7 @@ def fetch_listing(source: str, md5_out: str | Path, uri_out: str | Path, *, root
 
 
 def fetch_member(listing_md5: str | Path, uri_file: str | Path, rel: str, dest: str | Path, *, dataset: str,
+                 root: str | Path = ".",
                  md5: str | None = None, validate: Callable[[Path], None] | None = None, attempts: int = 5,
                  backoff: float = 2.0, progress: bool = True, log: Callable[[str], None] = print) -> dict:
   """One file of a cached dataset listing into `dest`, checked against the listed md5 (and `md5`, when given)."""
@@ -399,7 +403,7 @@ def fetch_member(listing_md5: str | Path, uri_file: str | Path, rel: str, dest: 
     url = base.rstrip("/") + "/" + "/".join(quote(x) for x in rel.split("/"))
     return download_file(url, dest, md5=listed, what=what, attempts=attempts, backoff=backoff, progress=progress,
                          validate=validate, log=log)
-  src = Path(base) / rel
+  src = (Path(base) if Path(base).is_absolute() else Path(root) / base) / rel
   if not src.is_file():
     raise UserError(f"{what}: {src} is missing from the mirror directory; complete the mirror (rerun "
                     "mlc-r2-downloader.sh, which resumes) or fix the source in the config")
@@ -417,6 +421,7 @@ def fetch_member(listing_md5: str | Path, uri_file: str | Path, rel: str, dest: 
 
 
 def fetch_text_file(listing_md5: str | Path, uri_file: str | Path, name: str, dest: str | Path, *, dataset: str,
+                    root: str | Path = ".",
                     attempts: int = 5, backoff: float = 2.0, progress: bool = True,
                     log: Callable[[str], None] = print) -> dict:
   """results4/<name> (a part-XXXXX-of-NNNNN or eval.txt) from a dataset that holds the text extracted."""
@@ -425,7 +430,7 @@ def fetch_text_file(listing_md5: str | Path, uri_file: str | Path, name: str, de
     raise UserError(f"dataset {dataset}: its md5 list has no {name}; the topic list comes from that list: delete "
                     "download/r2/ and rerun if the dataset changed")
   with one_line_os_errors(Path(dest)):
-    return fetch_member(listing_md5, uri_file, names[name], dest, dataset=dataset, attempts=attempts,
+    return fetch_member(listing_md5, uri_file, names[name], dest, dataset=dataset, root=root, attempts=attempts,
                         backoff=backoff, progress=progress, log=log)
 
 

@@ -227,3 +227,20 @@ def test_full_disk_during_an_http_download_is_one_line_and_resumable(server, tmp
     assert len(list(small.glob(".*.part"))) == 1  # what arrived is kept for the resume
   finally:
     subprocess.run(["umount", str(small)], check=True)
+
+
+def test_relative_mirror_stays_relative_to_the_repository(server, tmp_path):
+  repo = tmp_path / "repo"
+  mirror = repo / "mirrors" / "inputs"
+  mirror.mkdir(parents=True)
+  (mirror / "bert_config.json").write_bytes(CONFIG)
+  (mirror / "bert-input-files.md5").write_text(f"{hashlib.md5(CONFIG).hexdigest()}  ./bert_config.json\n")
+  src = "mlcommons-r2:mirrors/inputs"
+  d = tmp_path / "r2"
+  r2.fetch_listing(src, d / "l.md5", d / "l.uri", root=repo, log=lambda s: None)
+  assert d.joinpath("l.uri").read_text() == "mirrors/inputs\n"  # no absolute checkout path in the cache
+  moved = tmp_path / "moved"
+  repo.rename(moved)  # a moved checkout still finds its mirror
+  out = tmp_path / "dl" / "bert_config.json"
+  fetch(src, out, md5=None, listing=d / "l.md5", uri=d / "l.uri", root=moved, log=lambda s: None)
+  assert out.read_bytes() == CONFIG
