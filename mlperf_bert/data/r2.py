@@ -178,8 +178,8 @@ def _session():
 def _looks_html(head: bytes, content_type: str | None) -> bool:
   if content_type and "text/html" in content_type.lower():
     return True
-  h = head[:512].lstrip().lower()
-  return h.startswith((b"<!doctype html", b"<html", b"<head", b"<?xml")) or b"<html" in h[:200]
+  h = head[:64].lstrip().lower()
+  return h.startswith((b"<!doctype html", b"<html", b"<head"))
 
 
 def _http_error(status: int, url: str, what: str, headers) -> UserError:
