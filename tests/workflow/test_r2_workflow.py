@@ -121,3 +121,19 @@ def test_real_data_configs_plan_their_downloads(name, tmp_path):
     assert jobs["r2_listing"] == 2 and "extract" not in jobs, jobs
   else:  # Google Drive: seven files, then the extract checkpoint
     assert jobs["download"] == 7 and jobs["extract"] == 1 and "r2_listing" not in jobs, jobs
+
+
+def test_schema_takes_results4_or_the_tarball_and_a_path():
+  from mlperf_bert.config import validate_config
+  from mlperf_bert.errors import UserError
+  schema = REPO / "schemas" / "config.schema.yaml"
+  for name in ("config/mlperf.yaml", "config/mlperf-gdrive.yaml", "config/mlperf-mirror.yaml"):
+    validate_config(yaml.safe_load((REPO / name).read_text()), schema)
+  cfg = yaml.safe_load((REPO / "config/mlperf.yaml").read_text())
+  del cfg["sources"]["results4"]
+  with pytest.raises(UserError, match="'sources' needs bert_reference_results_text_md5.txt \\+ results_text.tar.gz or results4"):
+    validate_config(cfg, schema)
+  cfg = yaml.safe_load((REPO / "config/mlperf.yaml").read_text())
+  cfg["sources"]["vocab.txt"]["path"] = "/etc/passwd"
+  with pytest.raises(UserError, match="sources.vocab.txt.path"):
+    validate_config(cfg, schema)
