@@ -169,6 +169,7 @@ def _session():
   import requests
   s = requests.Session()
   s.headers["User-Agent"] = "mlperf-bert (python-requests)"
+  s.headers["Accept-Encoding"] = "identity"  # byte ranges and lengths of the file itself, never of a compressed body
   token = os.environ.get(TOKEN_ENV)
   if token:
     s.headers["cf-access-token"] = token
@@ -314,7 +315,7 @@ def download_file(url: str, dest: str | Path, *, md5: str | None, what: str | No
         got = part.stat().st_size
         if total is not None and got != total:
           raise NetworkError(f"connection closed at byte {got:,} of {total:,}")
-    except requests.RequestException as e:
+    except (requests.RequestException, ConnectionError, TimeoutError) as e:  # not disk errors: those are OSError too
       raise NetworkError(f"{type(e).__name__}: {e}") from e
 
   _with_retries(once, url, what, attempts=attempts, backoff=backoff, log=log)
