@@ -3,7 +3,7 @@
 #    once (checkpoint r2_listing, cached under download/r2/); each file is then its own job. Network errors are
 #    retried inside the job with backoff; no `retries:` here, so a deterministic failure (md5 mismatch, missing
 #    path, HTTP 403) fails once.
-import re
+import functools, hashlib, os, re
 
 from mlperf_bert.data import r2 as _r2
 
@@ -29,11 +29,46 @@ FILE_SOURCES = {k: v for k, v in config["sources"].items()
 
 
 def _listing(source):
-    """The cached md5 list and .uri of the R2 dataset a source names (empty for other sources)."""
+    """The cached md5 list and .uri of the R2 dataset a source names (empty for other sources). ancient(): listing
+    the dataset again reruns only the files whose md5 changed (their params, below), not every download."""
     if not _r2.is_r2(source):
         return {}
     name = _r2.dataset_name(source, root=REPO)
-    return {"listing": B(f"download/r2/{name}.md5"), "uri": B(f"download/r2/{name}.uri")}
+    return {"listing": ancient(B(f"download/r2/{name}.md5")), "uri": ancient(B(f"download/r2/{name}.uri"))}
+
+
+@functools.lru_cache(maxsize=None)
+def _read_listing(path, mtime_ns):
+    listing = _r2.read_listing(path)
+    return listing, {n: listing[rel] for n, rel in _text_names(listing).items()}
+
+
+def _text_names(listing):
+    try:
+        return _r2.text_entries(listing, "?")
+    except UserError:
+        return {}
+
+
+def _listed(dataset):
+    """(listing, {text name: md5}) of a cached dataset list, or (None, None) before it is fetched."""
+    p = B(f"download/r2/{dataset}.md5")
+    try:
+        return _read_listing(p, os.stat(p).st_mtime_ns)
+    except (OSError, UserError):
+        return None, None
+
+
+def _listed_md5(file):
+    """The md5 the dataset's list gives for a download of an R2 source (None for other sources, or not yet listed)."""
+    s = FILE_SOURCES[file]
+    if not _r2.is_r2(s["url"]):
+        return None
+    listing, _ = _listed(_r2.dataset_name(s["url"], root=REPO))
+    try:
+        return listing[_r2.find_entry(listing, s.get("path") or file, "?")] if listing else None
+    except UserError:
+        return None
 
 
 def _one_of(names):
@@ -50,6 +85,7 @@ rule download:
         url=lambda w: FILE_SOURCES[w.file]["url"],
         md5=lambda w: FILE_SOURCES[w.file]["md5"],
         path=lambda w: FILE_SOURCES[w.file].get("path"),
+        listed_md5=lambda w: _listed_md5(w.file),
     wildcard_constraints:
         file=_one_of(FILE_SOURCES),
     log:
@@ -86,12 +122,13 @@ if TEXT_FROM_R2:
     # step), and the manifest the verify rules read is written from the dataset's md5 list.
     rule r2_text:
         input:
-            listing=B(f"download/r2/{TEXT_DATASET}.md5"),
-            uri=B(f"download/r2/{TEXT_DATASET}.uri"),
+            listing=ancient(B(f"download/r2/{TEXT_DATASET}.md5")),
+            uri=ancient(B(f"download/r2/{TEXT_DATASET}.uri")),
         output:
             B("results4/{name}"),
         params:
             dataset=TEXT_DATASET,
+            md5=lambda w: (_listed(TEXT_DATASET)[1] or {}).get(w.name),
         wildcard_constraints:
             name=r"part-\d{5}-of-\d{5}|eval\.txt",
         log:
@@ -105,11 +142,13 @@ if TEXT_FROM_R2:
 
     rule r2_manifest:
         input:
-            listing=B(f"download/r2/{TEXT_DATASET}.md5"),
+            listing=ancient(B(f"download/r2/{TEXT_DATASET}.md5")),
         output:
             B("download", MANIFEST),
         params:
             dataset=TEXT_DATASET,
+            # rewritten (and the topics re-verified) only when the text's md5s change, not when the list is re-fetched
+            digest=lambda w: hashlib.md5(repr(sorted((_listed(TEXT_DATASET)[1] or {}).items())).encode()).hexdigest(),
         log:
             B("logs/download/r2_manifest.log"),
         conda:

@@ -78,6 +78,20 @@ def test_workflow_downloads_extracted_text_from_r2_and_resumes(server, tmp_path)
   r = snakemake(tmp_path, "-n", "--cores", "2", *targets, configfile=cfg)
   assert "Nothing to be done" in r.stdout + r.stderr
 
+  def relist():
+    for f in (base / "download" / "r2").glob("bert-demo-text.*"):
+      f.unlink()
+    snakemake(tmp_path, "--cores", "1", f"{BASE}/download/r2/bert-demo-text.md5", configfile=cfg)
+
+  relist()  # the same list fetched again: nothing is downloaded again
+  r = snakemake(tmp_path, "-n", "--cores", "2", *targets, configfile=cfg)
+  assert "Nothing to be done" in r.stdout + r.stderr, r.stdout + r.stderr
+  server.datasets["bert-demo-text"]["results/part-00005-of-00008"] = text["part-00005-of-00008"] + b"\nA new line.\n"
+  relist()  # one file changed on the server: only its download reruns
+  r = snakemake(tmp_path, "-n", "--cores", "2", *targets, configfile=cfg)
+  jobs = _jobs(r.stdout + r.stderr)
+  assert jobs.get("r2_text") == 1 and "results/demo/results4/part-00005-of-00008" in r.stdout + r.stderr, jobs
+
 
 def test_dry_run_over_a_500_part_listing(server, tmp_path):
   parts = {f"results/part-{i:05d}-of-00500": b"x\n" for i in range(500)}
