@@ -78,7 +78,7 @@ def file_record(path: str | os.PathLike, basedir: str | os.PathLike | None = Non
   rec = {"path": str(p), **hashes(p)}
   side = p.with_name(p.name + ".sha256")  # written when the file was accepted (downloads, shards)
   if side.is_file():
-    rec["accepted_sha256"] = side.read_text().split(maxsplit=1)[0] if side.read_text().strip() else None
+    rec["accepted_sha256"] = (side.read_text().split() or [None])[0]
   r = _rel(p, Path(basedir) if basedir else None)
   if r is not None: rec["basedir_path"] = r
   return rec
