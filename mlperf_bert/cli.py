@@ -22,7 +22,7 @@ def _log(msg: str) -> None:
 
 def _cmd_download(a) -> int:
   from mlperf_bert.data.download import fetch
-  fetch(a.source, a.output, md5=a.md5)
+  fetch(a.source, a.output, md5=a.md5, path=a.path)
   return 0
 
 
@@ -71,10 +71,12 @@ def _cmd_features(a) -> int:
 
 
 def _add_data(sub) -> None:
-  p = sub.add_parser("download", help="fetch one artifact (gdrive:<id>, URL or path) and check its md5")
-  p.add_argument("--source", required=True, help="gdrive:<id>, http(s)://..., or a local path")
+  p = sub.add_parser("download", help="fetch one artifact (mlcommons-r2:, gdrive:<id>, URL or path) and check its md5")
+  p.add_argument("--source", required=True,
+                 help="mlcommons-r2:<.uri URL or mirror directory>, gdrive:<id>, http(s)://..., or a local path")
   p.add_argument("--output", required=True)
   p.add_argument("--md5", default=None, help="published md5 to check (optional)")
+  p.add_argument("--path", default=None, help="for an R2 dataset: the file's path in its md5 list (default: the output's name)")
   p.set_defaults(func=_cmd_download)
 
   p = sub.add_parser("extract", help="safely extract results_text.tar.gz into a results4/ folder")

@@ -30,6 +30,9 @@ def validate_config(config: dict[str, Any], schema_path: str | Path, source: str
     elif err.validator == "type":
       got = _JSON_TYPES.get(type(err.instance), type(err.instance).__name__)
       problems.append(f"key '{where}' must be of type {err.validator_value}, got {got} {err.instance!r}")
+    elif err.validator in ("anyOf", "oneOf") and all("required" in o for o in err.validator_value):
+      choices = " or ".join(" + ".join(o["required"]) for o in err.validator_value)
+      problems.append(f"key '{where}' needs {choices}")
     elif err.validator == "required":
       problems.append(f"{err.message} (in '{where}')")
     else:

@@ -21,6 +21,8 @@ except UserError as e:
 BASEDIR = config["basedir"]
 PRE = config["preprocessing"]
 MANIFEST = "bert_reference_results_text_md5.txt"
+# sources.results4: a dataset holding the text already extracted (R2); else results_text.tar.gz + its manifest
+TEXT_FROM_R2 = "results4" in config["sources"]
 
 
 def B(*parts):
@@ -34,16 +36,24 @@ def repo_path(p):
 
 
 def all_topics(wildcards=None):
-    """Training topics, read from the md5 manifest once results_text.tar.gz is extracted."""
+    """Training topics, read from the md5 manifest once results_text.tar.gz is extracted (or from the R2 list)."""
+    if TEXT_FROM_R2:
+        from mlperf_bert.data.r2 import read_listing, text_entries
+
+        listing = checkpoints.r2_listing.get(dataset=TEXT_DATASET).output.listing
+        return sorted(n for n in text_entries(read_listing(listing), TEXT_DATASET) if n != "eval.txt")
     checkpoints.extract.get()
     return manifest_topics(B("download", MANIFEST))
 
 
 def extracted(name):
-    """Input function for a file of results4/: known once the extract checkpoint has run."""
+    """Input function for a file of results4/: known once the extract checkpoint (or the R2 listing) has run."""
 
     def fn(wildcards):
-        checkpoints.extract.get()
+        if TEXT_FROM_R2:
+            checkpoints.r2_listing.get(dataset=TEXT_DATASET)
+        else:
+            checkpoints.extract.get()
         return B("results4", name.format(**wildcards))
 
     return fn
@@ -100,7 +110,7 @@ def train_results(wildcards=None):
 # ---- provenance, submission, report (rules/audit.smk) ----
 def provenance_downloads(wildcards=None):
     """Every configured download: the manifest, vocab, bert_config, the text tarball, TF checkpoint files."""
-    return [B("download", f) for f in config["sources"]]
+    return [B("download", f) for f in FILE_SOURCES] + ([B("download", MANIFEST)] if TEXT_FROM_R2 else [])
 
 
 def provenance_checkpoint(wildcards=None):

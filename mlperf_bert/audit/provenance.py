@@ -76,6 +76,9 @@ def file_record(path: str | os.PathLike, basedir: str | os.PathLike | None = Non
   if not p.is_file():
     raise UserError(f"{p}: input of the provenance record not found; it must exist when the record is written")
   rec = {"path": str(p), **hashes(p)}
+  side = p.with_name(p.name + ".sha256")  # written when the file was accepted (downloads, shards)
+  if side.is_file():
+    rec["accepted_sha256"] = (side.read_text().split() or [None])[0]
   r = _rel(p, Path(basedir) if basedir else None)
   if r is not None: rec["basedir_path"] = r
   return rec

@@ -1,5 +1,6 @@
-"""Download stage: local paths, and gdown against a real loopback HTTP server (no mocks)."""
-import hashlib, http.server, threading
+"""Download stage: local paths, gdown and plain URLs against a real loopback HTTP server (no mocks), and the
+checks made at download time (content by kind, sha256 sidecar, one-line errors for permissions and a full disk)."""
+import errno, hashlib, http.server, io, json, os, subprocess, tarfile, threading
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
   def do_GET(self):
     type(self).requests.append(self.path)
-    if self.path == "/uc?id=GOODID" or self.path == "/mirror/vocab.txt":
+    if self.path == "/mirror/bad_config.json":
+      body = b"this is not json"
+      self.send_response(200)
+      self.send_header("Content-Length", str(len(body)))
+      self.end_headers()
+      self.wfile.write(body)
+    elif self.path == "/uc?id=GOODID" or self.path == "/mirror/vocab.txt":
       self.send_response(200)
       self.send_header("Content-Type", "application/octet-stream")
       self.send_header("Content-Length", str(len(PAYLOAD)))
@@ -40,7 +47,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 @pytest.fixture(scope="module")
 def server():
   srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-  t = threading.Thread(target=srv.serve_forever, daemon=True)
+  t = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
   t.start()
   yield f"http://127.0.0.1:{srv.server_address[1]}"
   srv.shutdown()
@@ -52,26 +59,31 @@ def _leftovers(d: Path):
 
 
 def test_resolve_source_kinds(tmp_path):
-  assert resolve_source("gdrive:abc") == ("url", "https://drive.google.com/uc?id=abc")
+  assert resolve_source("gdrive:abc") == ("gdrive", "https://drive.google.com/uc?id=abc")
+  assert resolve_source("https://drive.google.com/uc?id=abc")[0] == "gdrive"
   assert resolve_source("https://x/y") == ("url", "https://x/y")
+  assert resolve_source("mlcommons-r2:https://h/metadata/d.uri") == ("r2", "https://h/metadata/d.uri")
+  assert resolve_source("https://h/metadata/d.uri") == ("r2", "https://h/metadata/d.uri")
   assert resolve_source("resources/demo/vocab.txt", root="/repo") == ("path", "/repo/resources/demo/vocab.txt")
   with pytest.raises(UserError, match="gdrive:<id>"):
     resolve_source("gdrive:")
 
 
 def test_gdrive_id_through_gdown(server, tmp_path):
-  out = tmp_path / "vocab.txt"
+  out = tmp_path / "payload.bin"
   info = fetch("gdrive:GOODID", out, md5=PAYLOAD_MD5, gdrive_url=server + "/uc?id={id}", quiet=True, log=lambda s: None)
   assert out.read_bytes() == PAYLOAD
-  assert info == {"source": "gdrive:GOODID", "md5": PAYLOAD_MD5, "bytes": len(PAYLOAD)}
+  assert info == {"source": "gdrive:GOODID", "md5": PAYLOAD_MD5, "sha256": hashlib.sha256(PAYLOAD).hexdigest(),
+                  "bytes": len(PAYLOAD), "checked": None}
   assert "/uc?id=GOODID" in _Handler.requests
-  assert _leftovers(tmp_path) == ["vocab.txt"]
+  assert _leftovers(tmp_path) == ["payload.bin"]
 
 
-def test_url_mirror_through_gdown(server, tmp_path):
-  out = tmp_path / "vocab.txt"
+def test_url_mirror_with_resumable_http(server, tmp_path):
+  out = tmp_path / "payload.bin"
   fetch(server + "/mirror/vocab.txt", out, md5=PAYLOAD_MD5, quiet=True, log=lambda s: None)
   assert out.read_bytes() == PAYLOAD
+  assert _leftovers(tmp_path) == ["payload.bin"]
 
 
 def test_md5_mismatch_leaves_no_target(server, tmp_path):
@@ -86,14 +98,14 @@ def test_md5_mismatch_leaves_no_target(server, tmp_path):
 def test_interrupted_download_leaves_no_target(server, tmp_path):
   out = tmp_path / "results_text.tar.gz"
   with pytest.raises(UserError, match="results_text.tar.gz"):
-    fetch("gdrive:CUTID", out, md5=None, gdrive_url=server + "/uc?id={id}", quiet=True, log=lambda s: None)
+    fetch("gdrive:CUTID", out, md5=None, gdrive_url=server + "/uc?id={id}", quiet=True, log=lambda s: None, backoff=0)
   assert _leftovers(tmp_path) == []
 
 
 def test_missing_file_and_http_error(server, tmp_path):
   with pytest.raises(UserError, match="does not exist"):
     fetch("no/such/file", tmp_path / "vocab.txt", md5=None, root=tmp_path, log=lambda s: None)
-  with pytest.raises(UserError, match="download from .* failed"):
+  with pytest.raises(UserError, match="not on the server \\(HTTP 404\\)"):
     fetch(server + "/nothing", tmp_path / "vocab.txt", md5=None, quiet=True, log=lambda s: None)
   assert _leftovers(tmp_path) == []
 
@@ -103,3 +115,97 @@ def test_local_path_relative_to_root(tmp_path):
   out = tmp_path / "vocab.txt"
   fetch("resources/demo/vocab.txt", out, md5="64800d5d8528ce344256daf115d4965e", root=repo, log=lambda s: None)
   assert out.read_bytes() == (repo / "resources/demo/vocab.txt").read_bytes()
+
+
+# ---- issue 11: what can be checked at download time is checked; sha256 recorded; one-line OS errors; no retries
+#      of deterministic failures
+
+REPO = Path(__file__).resolve().parents[2]
+DEMO = REPO / "resources" / "demo"
+
+
+def test_invalid_bert_config_is_refused_at_download(server, tmp_path):
+  out = tmp_path / "bert_config.json"
+  with pytest.raises(UserError, match="bert_config.json: not valid JSON"):
+    fetch(server + "/mirror/bad_config.json", out, md5=None, quiet=True, log=lambda s: None)
+  assert _leftovers(tmp_path) == []
+  assert _Handler.requests.count("/mirror/bad_config.json") == 1  # deterministic: fetched once, not retried
+  src = tmp_path / "src.json"
+  src.write_text(json.dumps({"hidden_size": 128}))
+  with pytest.raises(UserError, match="without BERT's integer keys num_hidden_layers"):
+    fetch(str(src), tmp_path / "out" / "bert_config.json", md5=None, log=lambda s: None)
+  info = fetch(str(DEMO / "bert_config.json"), tmp_path / "ok" / "bert_config.json", md5=None, log=lambda s: None)
+  assert info["checked"].startswith("JSON with BERT's keys")
+
+
+def test_unparsable_manifest_and_damaged_tarball_are_refused(tmp_path):
+  bad = tmp_path / "bad_manifest.txt"
+  bad.write_text("<html><body>quota exceeded</body></html>\n")
+  with pytest.raises(UserError, match="expected '<md5>  ./<file>'"):
+    fetch(str(bad), tmp_path / "dl" / "bert_reference_results_text_md5.txt", md5=None, log=lambda s: None)
+  data = bytearray((DEMO / "results_text.tar.gz").read_bytes())
+  data[len(data) // 2] ^= 0xFF  # one flipped byte inside the deflate stream
+  damaged = tmp_path / "damaged.tar.gz"
+  damaged.write_bytes(bytes(data))
+  with pytest.raises(UserError, match="results_text.tar.gz: the archive is corrupt or truncated"):
+    fetch(str(damaged), tmp_path / "dl" / "results_text.tar.gz", md5=None, log=lambda s: None)
+  truncated = tmp_path / "truncated.tar.gz"
+  truncated.write_bytes(bytes(data[: len(data) // 3]))
+  with pytest.raises(UserError, match="corrupt or truncated"):
+    fetch(str(truncated), tmp_path / "dl" / "results_text.tar.gz", md5=None, log=lambda s: None)
+  assert _leftovers(tmp_path / "dl") == []
+  info = fetch(str(DEMO / "results_text.tar.gz"), tmp_path / "ok" / "results_text.tar.gz", md5=None, log=lambda s: None)
+  assert info["checked"] == "archive of 9 members, gzip CRC intact"
+
+
+def test_sha256_of_what_was_accepted_reaches_the_provenance(tmp_path):
+  out = tmp_path / "download" / "vocab.txt"
+  info = fetch(str(DEMO / "vocab.txt"), out, md5="64800d5d8528ce344256daf115d4965e", sidecar=True, log=lambda s: None)
+  sha = hashlib.sha256((DEMO / "vocab.txt").read_bytes()).hexdigest()
+  assert info["sha256"] == sha
+  assert (tmp_path / "download" / "vocab.txt.sha256").read_text() == f"{sha}  vocab.txt\n"
+  from mlperf_bert.audit.provenance import file_record
+  rec = file_record(out, tmp_path)
+  assert rec["accepted_sha256"] == sha == rec["sha256"]
+
+
+def _mount_tmpfs(path: Path, opts: str) -> bool:
+  path.mkdir(parents=True, exist_ok=True)
+  r = subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs", str(path)], capture_output=True)
+  return r.returncode == 0
+
+
+def test_permission_denied_is_one_line(tmp_path):
+  target_dir = tmp_path / "ro"
+  if os.geteuid() != 0:
+    target_dir.mkdir()
+    target_dir.chmod(0o500)
+    mounted = False
+  elif _mount_tmpfs(target_dir, "ro,size=1m"):
+    mounted = True
+  else:
+    pytest.skip("running as root without permission to mount a read-only tmpfs")
+  try:
+    with pytest.raises(UserError) as e:
+      fetch(str(DEMO / "vocab.txt"), target_dir / "vocab.txt", md5=None, log=lambda s: None)
+    msg = str(e.value)
+    assert "cannot write vocab.txt" in msg and f"make {target_dir} writable" in msg and "\n" not in msg
+  finally:
+    if mounted:
+      subprocess.run(["umount", str(target_dir)], check=True)
+    else:
+      target_dir.chmod(0o700)
+
+
+def test_disk_full_is_one_line(tmp_path):
+  small = tmp_path / "small"
+  if not _mount_tmpfs(small, "size=256k"):
+    pytest.skip("cannot mount a small tmpfs here (needs root)")
+  try:
+    with pytest.raises(UserError) as e:  # the demo tarball (~1 MB) does not fit in 256 kB
+      fetch(str(DEMO / "results_text.tar.gz"), small / "results_text.tar.gz", md5=None, log=lambda s: None)
+    msg = str(e.value)
+    assert "no space left to write results_text.tar.gz" in msg and "free space" in msg and "\n" not in msg
+    assert _leftovers(small) == []
+  finally:
+    subprocess.run(["umount", str(small)], check=True)

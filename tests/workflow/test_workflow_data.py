@@ -121,7 +121,7 @@ def test_vocab_without_special_tokens_is_refused(tmp_path):
   assert not list((base / "shards").glob("*.shard")) if (base / "shards").exists() else True
 
 
-def test_truncated_tarball_stops_at_extract(tmp_path):
+def test_truncated_tarball_stops_at_download(tmp_path):
   corpus = make_corpus(tmp_path / "corpus", {"part-00000-of-00001": demo_topic(0)})
   data = corpus["tarball"].read_bytes()
   corpus["tarball"].write_bytes(data[: len(data) // 3])
@@ -131,7 +131,9 @@ def test_truncated_tarball_stops_at_extract(tmp_path):
   assert r.returncode != 0
   assert "corrupt or truncated" in r.stdout + r.stderr
   assert not (base / "results4").exists() and not (base / "results4.files").exists()
-  assert (base / "download" / "results_text.tar.gz").exists()  # the tarball is kept
+  # with no published md5, the download's own check (the archive lists to its end) refuses it
+  assert "results_text.tar.gz: the archive is corrupt or truncated" in r.stdout + r.stderr
+  assert not (base / "download" / "results_text.tar.gz").exists()
 
 
 def test_bad_config_is_named_before_anything_runs(tmp_path):
