@@ -10,7 +10,7 @@ topic fails alone under --keep-going with its SLURM job reported failed. Snakema
 stuck status poll cannot hang CI. The dry run of the README's SLURM command needs no cluster.
 """
 from __future__ import annotations
-import collections, os, re, shutil, subprocess, sys, time
+import collections, hashlib, os, re, shutil, subprocess, sys, threading, time
 from pathlib import Path
 
 import pytest
@@ -22,17 +22,31 @@ SCRIPT = REPO / "scripts" / "slurm-cluster.sh"
 PROFILE = REPO / "profiles" / "slurm" / "config.yaml"
 TIMEOUT = 900            # seconds per Snakemake run; `timeout -k 30` kills it and its children after that
 TOPICS = ["part-00000-of-00002", "part-00001-of-00002"]
-TRAIN = {"TRAIN_STEPS": 2, "EVAL_STEP_FREQ": 2, "EVAL_SAMPLES": 16, "INIT_BENCHMARK_STEPS": 0, "TARGET": 0.01,
+TRAIN = {"TRAIN_STEPS": 2, "NUM_WARMUP_STEPS": 1, "EVAL_STEP_FREQ": 2, "EVAL_SAMPLES": 16, "INIT_BENCHMARK_STEPS": 0, "TARGET": 0.01,
          "SAVE_CKPT_FREQ": 2}
 TARGETS = ["shards/SHA256SUMS", "eval/eval.shard", "results/cpu/result_bert_0.log"]
 
 
-def _timed(cmd: list[str], cwd: Path | None = None, env: dict | None = None, timeout: int = TIMEOUT):
-  """Run cmd under `timeout -k 30 TIMEOUT`; returns (process, seconds)."""
-  t0 = time.time()
-  r = subprocess.run(["timeout", "-k", "30", str(timeout), *cmd], capture_output=True, text=True, cwd=cwd,
-                     env=dict(os.environ, PYTHONUNBUFFERED="1", **(env or {})), timeout=timeout + 60)
-  return r, time.time() - t0
+class Timed:
+  """A command started under `timeout -k 30 TIMEOUT` (a stuck status poll can never hang CI); .wait() -> self
+  with .out (stdout and stderr), .returncode and .secs (until it ended)."""
+
+  def __init__(self, cmd: list[str]):
+    self.t0 = time.time()
+    self.proc = subprocess.Popen(["timeout", "-k", "30", str(TIMEOUT), *cmd], stdout=subprocess.PIPE,
+                                 stderr=subprocess.STDOUT, text=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    self.thread = threading.Thread(target=self._collect, daemon=True)
+    self.thread.start()
+
+  def _collect(self):
+    self.out = self.proc.communicate()[0]
+    self.secs = time.time() - self.t0
+
+  def wait(self):
+    self.thread.join(TIMEOUT + 60)
+    assert not self.thread.is_alive(), f"still running after {TIMEOUT + 60} s: {self.proc.args}"
+    self.returncode = self.proc.returncode
+    return self
 
 
 def _snakemake_cmd(workdir: Path, *args: str) -> list[str]:
@@ -110,30 +124,50 @@ def _profile_with_fake_gpu(tmp: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def good_run(cluster, tmp_path_factory):
-  """The slice of the demo DAG built twice from the same 2-topic corpus: locally, and as SLURM jobs."""
-  tmp = tmp_path_factory.mktemp("slurm-good")
+def runs(cluster, tmp_path_factory):
+  """Three Snakemake runs side by side (the node queues their jobs): the slice of the demo DAG from a 2-topic
+  corpus built locally and as SLURM jobs, and the same slice (up to SHA256SUMS) from a copy with a corrupted topic
+  as SLURM jobs under --keep-going."""
+  tmp = tmp_path_factory.mktemp("slurm-runs")
   corpus = make_corpus(tmp / "corpus", {t: demo_topic(i) for i, t in enumerate(TOPICS)})
-  runs = {}
-  for kind in ("local", "slurm"):
+  good, bad = demo_topic(2), bytearray(demo_topic(3))
+  bad[1000:1010] = b"##########"     # the manifest keeps the true MD5: verify_topic fails
+  bad_corpus = make_corpus(tmp / "bad-corpus", {TOPICS[0]: good, TOPICS[1]: bytes(bad)},
+                           manifest_override={TOPICS[1]: hashlib.md5(demo_topic(3)).hexdigest()})
+  started = {}
+  for kind in ("local", "slurm", "bad"):
     wd = tmp / kind
     wd.mkdir()
-    cfg = write_config(wd / "config.yaml", wd / "base", corpus, eval_examples=1000, seeds=[0], train=TRAIN)
+    cfg = write_config(wd / "config.yaml", wd / "base", bad_corpus if kind == "bad" else corpus,
+                       eval_examples=1000, seeds=[0], train=TRAIN)
     targets = [str(wd / "base" / t) for t in TARGETS]
     if kind == "local":
-      args = ["--cores", "2", "--configfile", str(cfg), *targets[:2]]
+      args = [*targets[:2], "--cores", "1"]
+    elif kind == "slurm":
+      args = [*targets, "--profile", str(REPO / "profiles" / "cpu"), "--profile", str(_profile_with_fake_gpu(tmp)),
+              "--slurm-keep-successful-logs"]
     else:
-      args = ["--profile", str(REPO / "profiles" / "cpu"), "--profile", str(_profile_with_fake_gpu(tmp)),
-              "--configfile", str(cfg), "--slurm-keep-successful-logs", *targets]
-    r, secs = _timed(_snakemake_cmd(wd, *args))
-    print(f"{kind} build: {secs:.0f} s")
-    assert r.returncode == 0, f"{kind} build failed ({r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-8000:]}"
-    runs[kind] = (wd / "base", r.stdout + r.stderr, secs)
-  return runs
+      args = [targets[0], "--profile", str(REPO / "profiles" / "cpu"), "--profile", str(PROFILE.parent),
+              "--keep-going"]
+    started[kind] = (wd / "base", Timed(_snakemake_cmd(wd, *args, "--configfile", str(cfg))))
+  done = {}
+  try:
+    for kind, (base, t) in started.items():
+      t.wait()
+      print(f"{kind} build: {t.secs:.0f} s (rc {t.returncode})")
+      done[kind] = (base, t)
+  finally:
+    for _, t in started.values():
+      if t.proc.poll() is None:
+        t.proc.kill()
+  for kind in ("local", "slurm"):
+    t = done[kind][1]
+    assert t.returncode == 0, f"{kind} build failed ({t.returncode}):\n{t.out[-8000:]}"
+  return done
 
 
-def test_every_job_ran_as_a_completed_slurm_job(good_run):
-  _, out, _ = good_run["slurm"]
+def test_every_job_ran_as_a_completed_slurm_job(runs):
+  out = runs["slurm"][1].out
   run_id = _run_id(out)
   jobs = _squeue(run_id)
   finished = _finished(out)
@@ -153,12 +187,12 @@ def test_every_job_ran_as_a_completed_slurm_job(good_run):
     else:
       assert (j["partition"], j["tres"]) == ("cpu", "N/A"), j
   # each job ran inside its SLURM allocation: its SLURM log (kept) is named after the SLURM job id
-  logs = {p.stem for p in (good_run["slurm"][0].parent / ".snakemake" / "slurm_logs").rglob("*.log")}
+  logs = {p.stem for p in (runs["slurm"][0].parent / ".snakemake" / "slurm_logs").rglob("*.log")}
   assert logs == {j["id"] for j in jobs}, (logs, jobs)
 
 
-def test_slurm_outputs_equal_the_local_build(good_run):
-  local, slurm = good_run["local"][0], good_run["slurm"][0]
+def test_slurm_outputs_equal_the_local_build(runs):
+  local, slurm = runs["local"][0], runs["slurm"][0]
   sums = (slurm / "shards" / "SHA256SUMS").read_bytes()
   assert sums == (local / "shards" / "SHA256SUMS").read_bytes()
   assert len(sums.splitlines()) == len(TOPICS)
@@ -169,21 +203,10 @@ def test_slurm_outputs_equal_the_local_build(good_run):
   assert ":::MLLOG" in log and '"run_stop"' in log
 
 
-def test_corrupted_topic_fails_alone_as_a_failed_slurm_job(cluster, tmp_path):
-  good, bad = demo_topic(2), demo_topic(3)
-  corrupted = bytearray(bad)
-  corrupted[1000:1010] = b"##########"
-  import hashlib
-  corpus = make_corpus(tmp_path / "corpus", {TOPICS[0]: good, TOPICS[1]: bytes(corrupted)},
-                       manifest_override={TOPICS[1]: hashlib.md5(bad).hexdigest()})
-  base = tmp_path / "base"
-  cfg = write_config(tmp_path / "config.yaml", base, corpus)
-  r, secs = _timed(_snakemake_cmd(tmp_path, "--profile", str(REPO / "profiles" / "cpu"), "--profile",
-                                  str(PROFILE.parent), "--configfile", str(cfg), "--keep-going",
-                                  str(base / "shards" / "SHA256SUMS")))
-  print(f"slurm build with a corrupted topic: {secs:.0f} s")
-  out = r.stdout + r.stderr
-  assert r.returncode not in (0, 124, 137), out[-4000:]
+def test_corrupted_topic_fails_alone_as_a_failed_slurm_job(runs):
+  base, t = runs["bad"]
+  out = t.out
+  assert t.returncode not in (0, 124, 137), out[-4000:]
   assert (base / "shards" / f"{TOPICS[0]}.shard").exists(), out[-4000:]
   assert not (base / "shards" / f"{TOPICS[1]}.shard").exists()
   assert not (base / "shards" / "SHA256SUMS").exists()
