@@ -166,6 +166,8 @@ def runs(cluster, tmp_path_factory):
   return done
 
 
+@pytest.mark.slow
+@pytest.mark.slurm
 def test_every_job_ran_as_a_completed_slurm_job(runs):
   out = runs["slurm"][1].out
   run_id = _run_id(out)
@@ -191,6 +193,8 @@ def test_every_job_ran_as_a_completed_slurm_job(runs):
   assert logs == {j["id"] for j in jobs}, (logs, jobs)
 
 
+@pytest.mark.slow
+@pytest.mark.slurm
 def test_slurm_outputs_equal_the_local_build(runs):
   local, slurm = runs["local"][0], runs["slurm"][0]
   sums = (slurm / "shards" / "SHA256SUMS").read_bytes()
@@ -203,6 +207,8 @@ def test_slurm_outputs_equal_the_local_build(runs):
   assert ":::MLLOG" in log and '"run_stop"' in log
 
 
+@pytest.mark.slow
+@pytest.mark.slurm
 def test_corrupted_topic_fails_alone_as_a_failed_slurm_job(runs):
   base, t = runs["bad"]
   out = t.out
