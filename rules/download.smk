@@ -8,7 +8,6 @@ rule download:
     params:
         url=lambda w: config["sources"][w.file]["url"],
         md5=lambda w: config["sources"][w.file]["md5"],
-        root=str(REPO),
     wildcard_constraints:
         file="|".join(re.escape(k) for k in config["sources"]),
     log:
