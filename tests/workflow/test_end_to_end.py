@@ -42,7 +42,12 @@ class Run:
 @pytest.fixture(scope="module")
 def run(tmp_path_factory) -> Run:
   r = Run(tmp_path_factory.mktemp("e2e"))
-  write_config(r.cfg, Path("base"), seeds=SEEDS, train=TRAIN)  # relative to the working directory, as the demo's
+  # the basedir relative to the working directory, as the demo's; eval.md5 where neither the tree nor the checkout
+  # is (the checkout's own copy is named relative to the working directory only when it lies inside it: the demo,
+  # tests/workflow/test_relocation.py)
+  shared = tmp_path_factory.mktemp("shared")
+  shutil.copy2(REPO / "resources/demo/eval.md5", shared / "eval.md5")
+  write_config(r.cfg, Path("base"), seeds=SEEDS, train=TRAIN, eval_md5=str(shared / "eval.md5"))
   t0 = time.time()
   snakemake(r.wd, "--cores", "2", configfile=r.cfg, timeout=1800)
   print(f"workflow: {time.time() - t0:.0f} s")
@@ -148,45 +153,6 @@ def test_changed_config_key_fails_and_names_the_key(run):
   assert all(re.match(r"FAIL\s+(config|dry run)\s", l) for l in _fails(out)), _fails(out)
 
 
-def test_submission_package(run):
-  snakemake(run.wd, "--cores", "2", "submission", configfile=run.cfg)  # targets last: --configfile takes several values
-  sub = run.base / "submission"
-  org = sub / ORG
-  system = SYSTEM
-  assert sorted(p.name for p in (org / "systems").iterdir()) == [f"{system}.json"]
-  desc = json.loads((org / f"systems/{system}.json").read_text())
-  assert desc == json.loads((REPO / f"profiles/{PLATFORM}/system.json").read_text())
-  assert desc["division"] == "open" and desc["status"] == "Research, Development, or Internal (RDI)"
-  bert = org / f"results/{system}/bert"
-  assert sorted(p.name for p in bert.iterdir()) == [f"result_{i}.txt" for i in range(len(SEEDS))]
-  for i, log in enumerate(run.logs):  # ordered by seed, byte-identical
-    assert (bert / f"result_{i}.txt").read_bytes() == log.read_bytes()
-  impl = org / f"benchmarks/bert/implementations/{system}"
-  readme = (impl / "README.md").read_text()
-  assert "## Why open division" in readme and "open division" in readme
-  # the command that trained (from the provenance records), not this `snakemake submission`
-  cmd = (impl / "run_and_time.sh").read_text().splitlines()[-1]
-  assert cmd.startswith("snakemake ") and "--cores 2" in cmd and "submission" not in cmd, cmd
-  score = json.loads((sub / f"{ORG}.{PLATFORM}.score.json").read_text())  # the rule's output: named by the platform
-  assert score["system"] == system and score["division"] == "open"
-  assert score["result_count"] == 2 and score["required_count"] == 10
-  assert score["score_minutes"] is None and not score["package_checker"]["passed"]
-  # mlperf-logging's package checker names the missing runs
-  assert any("found 2" in e and "expected 10" in e for e in score["package_checker"]["errors"]), score
-  assert f"{org}/results/{system}/bert, found 2, expected 10" in (sub / f"{ORG}.{PLATFORM}.package_checker.log").read_text()
-  assert [r["verdict"] for r in score["runs"]] == ["converged (no olympic score: 2 of 10 logs)"] * 2
-  # up to date afterwards; the basedir audit now also audits the package, which fails only for its missing runs
-  r = snakemake(run.wd, "-n", "submission", configfile=run.cfg)
-  assert "Nothing to be done" in r.stdout + r.stderr
-  rc, out = run.audit()
-  assert rc == 1
-  fails = _fails(out)
-  assert fails and all(re.match(r"FAIL\s+(log count|score|package_checker)\s", l) for l in fails), fails
-  assert re.search(rf"FAIL\s+log count\s+{SYSTEM}\s+2 result logs; MLPerf scores BERT from exactly 10", out), out
-  assert re.search(rf"PASS\s+system description\s+{SYSTEM}\s+systems/{SYSTEM}\.json passes system_desc_checker", out), out
-  assert not re.search(r"^WARN\s+platform", out, re.M), out  # the package's system is the logs' platform
-
-
 def test_moved_tree_and_copied_checkout_plan_nothing_and_pass_the_audit(run, tmp_path):
   """A finished tree handed over: its working directory (config, basedir, .snakemake) moved elsewhere, then run
   from another copy of the checkout. Nothing may name where either was: Snakemake plans no job, the audit passes."""
@@ -219,6 +185,47 @@ def test_moved_tree_and_copied_checkout_plan_nothing_and_pass_the_audit(run, tmp
     assert re.search(r"PASS\s+config\s+", p.stdout) and re.search(r"PASS\s+provenance\s+", p.stdout), p.stdout
   finally:
     shutil.move(moved, run.wd)
+
+
+def test_submission_package(run):
+  snakemake(run.wd, "--cores", "2", "submission", configfile=run.cfg)  # targets last: --configfile takes several values
+  sub = run.base / "submission"
+  org = sub / ORG
+  system = SYSTEM
+  assert sorted(p.name for p in (org / "systems").iterdir()) == [f"{system}.json"]
+  desc = json.loads((org / f"systems/{system}.json").read_text())
+  assert desc == json.loads((REPO / f"profiles/{PLATFORM}/system.json").read_text())
+  assert desc["division"] == "open" and desc["status"] == "Research, Development, or Internal (RDI)"
+  bert = org / f"results/{system}/bert"
+  assert sorted(p.name for p in bert.iterdir()) == [f"result_{i}.txt" for i in range(len(SEEDS))]
+  for i, log in enumerate(run.logs):  # ordered by seed, byte-identical
+    assert (bert / f"result_{i}.txt").read_bytes() == log.read_bytes()
+  impl = org / f"benchmarks/bert/implementations/{system}"
+  readme = (impl / "README.md").read_text()
+  assert "## Why open division" in readme and "open division" in readme
+  # the command that trained (from the provenance records), not this `snakemake submission`
+  cmd = (impl / "run_and_time.sh").read_text().splitlines()[-1]
+  assert cmd.startswith("snakemake ") and "--cores 2" in cmd and "submission" not in cmd, cmd
+  score = json.loads((sub / f"{ORG}.{PLATFORM}.score.json").read_text())  # the rule's output: named by the platform
+  assert score["system"] == system and score["division"] == "open"
+  assert score["result_count"] == 2 and score["required_count"] == 10
+  assert score["score_minutes"] is None and not score["package_checker"]["passed"]
+  # mlperf-logging's package checker names the missing runs
+  assert any("found 2" in e and "expected 10" in e for e in score["package_checker"]["errors"]), score
+  # (the package's path as the job named it: relative to the working directory, as the basedir is)
+  assert f"{org.relative_to(run.wd)}/results/{system}/bert, found 2, expected 10" in \
+    (sub / f"{ORG}.{PLATFORM}.package_checker.log").read_text()
+  assert [r["verdict"] for r in score["runs"]] == ["converged (no olympic score: 2 of 10 logs)"] * 2
+  # up to date afterwards; the basedir audit now also audits the package, which fails only for its missing runs
+  r = snakemake(run.wd, "-n", "submission", configfile=run.cfg)
+  assert "Nothing to be done" in r.stdout + r.stderr
+  rc, out = run.audit()
+  assert rc == 1
+  fails = _fails(out)
+  assert fails and all(re.match(r"FAIL\s+(log count|score|package_checker)\s", l) for l in fails), fails
+  assert re.search(rf"FAIL\s+log count\s+{SYSTEM}\s+2 result logs; MLPerf scores BERT from exactly 10", out), out
+  assert re.search(rf"PASS\s+system description\s+{SYSTEM}\s+systems/{SYSTEM}\.json passes system_desc_checker", out), out
+  assert not re.search(r"^WARN\s+platform", out, re.M), out  # the package's system is the logs' platform
 
 
 def test_snakemake_report_has_the_run_plots(run):
