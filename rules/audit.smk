@@ -20,7 +20,7 @@ rule provenance:
     output:
         B("results/{platform}/result_bert_{seed}.provenance.json"),
     params:
-        # no basedir: the record holds basedir-relative paths, so a moved tree is the same record
+        # the config without basedir (the record names files by their place in it): a moved tree, the same params
         config=lambda w: {k: v for k, v in config.items() if k != "basedir"},
         basedir=lambda w, output: str(Path(output[0]).parents[2]),  # derived: Snakemake does not compare it
     log:
