@@ -276,6 +276,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
   args = build_parser().parse_args(argv)
+  import warnings
+  warnings.showwarning = lambda message, *a, **k: print(f"warning: {message}", file=sys.stderr)  # one line
   try:
     return int(args.func(args) or 0)
   except UserError as e:

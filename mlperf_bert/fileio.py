@@ -1,29 +1,108 @@
 """Small file helpers every stage uses: atomic outputs and file digests."""
 from __future__ import annotations
-import contextlib, hashlib, os, tempfile
+import contextlib, errno, hashlib, os, socket, tempfile
 from pathlib import Path
 from typing import Iterator
+
+from mlperf_bert.errors import UserError
+
+# errors of writing that the user fixes on the machine (space, limits, permissions), not in the program
+_FIXES = {
+  errno.ENOSPC: "free space on that disk (or point the config's basedir at a larger one) and rerun",
+  errno.EDQUOT: "free space within your disk quota (or point the config's basedir elsewhere) and rerun",
+  errno.EFBIG: "the file is larger than this process may write (ulimit -f): raise the limit and rerun",
+  errno.EACCES: "make that folder writable for this user (or point the config's basedir elsewhere) and rerun",
+  errno.EPERM: "make that folder writable for this user (or point the config's basedir elsewhere) and rerun",
+  errno.EROFS: "the file system is read-only: point the config's basedir at a writable one and rerun",
+}
+
+
+def _owner() -> str:
+  """pid@host of this process: temp names carry it, so a later run can tell a dead writer's leftovers."""
+  return f"{os.getpid()}@{socket.gethostname()}"
+
+
+def _pid_alive(pid: int) -> bool:
+  try:
+    os.kill(pid, 0)
+  except ProcessLookupError:
+    return False
+  except PermissionError:
+    return True
+  return True
+
+
+def remove_stale_temps(folder: str | os.PathLike, prefix: str, suffix: str) -> list[Path]:
+  """Delete `<prefix><random>.<pid>@<host><suffix>` entries (files or folders) of `folder` whose writer is dead.
+
+  A writer on this host is dead when its pid is gone; an entry of another host, or one without an owner (older
+  versions), is left over by definition: Snakemake runs one job per target, and only that job calls this.
+  Returns what was removed."""
+  import shutil
+  folder, gone = Path(folder), []
+  if not folder.is_dir():
+    return gone
+  host = socket.gethostname()
+  for p in folder.iterdir():
+    name = p.name
+    if not (name.startswith(prefix) and name.endswith(suffix)):
+      continue
+    middle = name[len(prefix):len(name) - len(suffix)]
+    _, _, owner = middle.partition(".")
+    pid, _, ohost = owner.partition("@")
+    if ohost == host and pid.isdigit() and (int(pid) == os.getpid() or _pid_alive(int(pid))):
+      continue  # a live writer (this process included)
+    try:
+      shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
+      gone.append(p)
+    except FileNotFoundError:
+      pass
+  return gone
+
+
+def write_error(e: OSError, path: Path) -> UserError | None:
+  """A one-line UserError for an OSError that the user fixes (disk full, quota, permissions), else None."""
+  fix = _FIXES.get(e.errno)
+  if fix is None:
+    return None
+  why = e.strerror or os.strerror(e.errno)
+  other = e.filename and Path(e.filename) != path and not Path(e.filename).name.startswith(f".{path.name}.")
+  if other:
+    return UserError(f"{e.filename}: {why} (while writing {path}); {fix}")
+  return UserError(f"cannot write {path}: {why}; {fix}")
 
 
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
   """Yield a temporary path beside `path`; on success rename it onto `path`, on any error delete it.
 
-  A failed or interrupted job therefore never leaves a half-written target behind.
+  A failed or interrupted job therefore never leaves a half-written target behind, and the temp files a killed
+  writer of the same target left (`.<name>.*.part`) are removed first. Disk full, quota and permission errors
+  become a one-line UserError naming the path and what to do.
   """
   path = Path(path)
-  path.parent.mkdir(parents=True, exist_ok=True)
-  fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
-  os.close(fd)
-  umask = os.umask(0)
-  os.umask(umask)
-  os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a target gets the usual permissions
-  tmp = Path(tmp)
+  tmp = None
   try:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temps(path.parent, f".{path.name}.", ".part")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f".{_owner()}.part", dir=path.parent)
+    os.close(fd)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a target gets the usual permissions
+    tmp = Path(tmp)
     yield tmp
     os.replace(tmp, path)
+  except OSError as e:
+    if tmp is not None:
+      Path(tmp).unlink(missing_ok=True)
+    err = write_error(e, path)
+    if err is None:
+      raise
+    raise err from None
   except BaseException:
-    tmp.unlink(missing_ok=True)
+    if tmp is not None:
+      Path(tmp).unlink(missing_ok=True)
     raise
 
 

@@ -5,10 +5,11 @@
 
 stdout and stderr (Python's and the file descriptors, so tqdm and tinygrad output too) go to the log file.
 A UserError is written to the log and to the console, and the job exits non-zero, so Snakemake removes the
-job's outputs and reports the log; any other exception keeps its traceback in the log.
+job's outputs and reports the log; any other exception keeps its traceback in the log. A warning the package
+raises (`warnings.warn`) is written to the log and to the console as one `warning: ...` line.
 """
 from __future__ import annotations
-import contextlib, os, sys, traceback
+import contextlib, os, sys, traceback, warnings
 from pathlib import Path
 from typing import Iterator
 
@@ -22,8 +23,14 @@ def job_log(log_path: str | os.PathLike) -> Iterator[None]:
   console = os.fdopen(os.dup(2), "w")
   saved = os.dup(1), os.dup(2)
   sys.stdout.flush(); sys.stderr.flush()
+  def show(message, category, filename, lineno, file=None, line=None):
+    print(f"warning: {message}", file=sys.stderr, flush=True)
+    print(f"warning: {message}\n(log: {log_path})", file=console, flush=True)
+
+  shown = warnings.showwarning
   with open(log_path, "a", buffering=1) as f:
     os.dup2(f.fileno(), 1); os.dup2(f.fileno(), 2)
+    warnings.showwarning = show
     try:
       yield
     except UserError as e:
@@ -34,6 +41,7 @@ def job_log(log_path: str | os.PathLike) -> Iterator[None]:
       traceback.print_exc()
       raise
     finally:
+      warnings.showwarning = shown
       sys.stdout.flush(); sys.stderr.flush()
       os.dup2(saved[0], 1); os.dup2(saved[1], 2)
       os.close(saved[0]); os.close(saved[1])

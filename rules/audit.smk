@@ -20,8 +20,9 @@ rule provenance:
     output:
         B("results/{platform}/result_bert_{seed}.provenance.json"),
     params:
-        config=lambda w: dict(config),
-        repo=str(REPO),
+        # the config without basedir (the record names files by their place in it): a moved tree, the same params
+        config=lambda w: {k: v for k, v in config.items() if k != "basedir"},
+        basedir=lambda w, output: str(Path(output[0]).parents[2]),  # derived: Snakemake does not compare it
     log:
         B("logs/provenance/{platform}/{seed}.log"),
     conda:
@@ -50,7 +51,7 @@ rule submission_package:
         score=B("submission/{org}.{platform}.score.json"),
     params:
         out=lambda w, output: str(Path(output.score).parent),
-        system_json=lambda w: str(REPO / "profiles" / w.platform / "system.json"),
+        system_json=lambda w: f"profiles/{w.platform}/system.json",  # in the repository
         ruleset=config.get("mlperf_ruleset", "5.0.0"),
     log:
         B("logs/submission/{org}.{platform}.log"),
@@ -76,7 +77,7 @@ rule report_run:
         ),
     params:
         # the trainer's job log, which holds its per-step lines (read if present)
-        step_log=lambda w: B(f"logs/train/{w.platform}/seed_{w.seed}.log"),
+        step_log=lambda w, input: str(Path(input.log).parents[2] / "logs" / "train" / w.platform / f"seed_{w.seed}.log"),
         target=lambda w: train_hparams(w.seed)["TARGET"],
     log:
         B("logs/report_run/{platform}/{seed}.log"),
@@ -114,7 +115,6 @@ rule report_audit:
                labels={"table": "audit"}),
     params:
         basedir=lambda w, output: str(Path(output[0]).parents[1]),
-        repo=str(REPO),
         ruleset=config.get("mlperf_ruleset", "5.0.0"),
     log:
         B("logs/report_audit/report_audit.log"),

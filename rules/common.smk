@@ -31,8 +31,13 @@ def B(*parts):
 
 
 def repo_path(p):
-    """A path from the config: absolute, or relative to the repository."""
-    return str(p if Path(p).is_absolute() else REPO / p)
+    """A path from the config: absolute, or relative to the repository. Inside the working directory (the demo runs
+    in the checkout) it is given relative to it, so a moved checkout keeps the same input paths."""
+    full = Path(p) if Path(p).is_absolute() else REPO / p
+    try:
+        return str(full.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(full)
 
 
 def all_topics(wildcards=None):

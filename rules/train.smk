@@ -18,8 +18,10 @@ rule train:
         tinygrad=TINYGRAD_VERSION,
         max_seq_length=PRE["max_seq_length"],
         max_predictions_per_seq=PRE["max_predictions_per_seq"],
-        ckpt_dir=lambda w: B("train", w.platform, f"seed_{w.seed}"),
-        work_log=lambda w: B("logs", "train", w.platform, f"result_bert_{w.seed}.partial.log"),
+        # derived from the output (under the basedir), so Snakemake does not compare them: a moved tree reruns nothing
+        ckpt_dir=lambda w, output: str(Path(output[0]).parents[2] / "train" / w.platform / f"seed_{w.seed}"),
+        work_log=lambda w, output: str(Path(output[0]).parents[2] / "logs" / "train" / w.platform
+                                       / f"result_bert_{w.seed}.partial.log"),
     log:
         B("logs/train/{platform}/seed_{seed}.log"),
     conda:

@@ -5,9 +5,13 @@ whether the tree was dirty, the versions of the software that matters, the md5 a
 the log's chain (downloads, manifest, vocab, bert_config, converted checkpoint, every shard, the eval set), the
 command line, host and platform, and the log's own hashes. `verify_provenance` re-hashes everything a record
 names and reports each difference; the audit of a workflow basedir calls it.
+
+A record is relocatable: files under the basedir are named relative to it, and every absolute path of the
+checkout, the working directory or the basedir is written as `<checkout>/...`, `<workdir>/...`, `<basedir>/...`
+(`relocatable`), so a moved or handed-over tree verifies and compares as it did where it was built.
 """
 from __future__ import annotations
-import datetime as _dt, getpass, hashlib, json, os, platform as _platform, socket, subprocess, sys
+import datetime as _dt, getpass, hashlib, json, os, platform as _platform, re, socket, subprocess, sys
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, Iterable
@@ -65,6 +69,33 @@ def host_info() -> dict[str, Any]:
           "python_executable": sys.executable}
 
 
+def _anchors(repo_dir=None, basedir=None, workdir=None) -> list[tuple[str, str]]:
+  """(absolute prefix, placeholder), longest first; each as given and resolved (symlinks)."""
+  out = {}
+  for path, name in ((repo_dir, "<checkout>"), (workdir, "<workdir>"), (basedir, "<basedir>")):
+    if path is None: continue
+    for form in {os.path.abspath(path), str(Path(path).resolve())}:
+      if len(form) > 1: out[form] = name
+  return sorted(out.items(), key=lambda kv: -len(kv[0]))
+
+
+def relocatable(obj, repo_dir=None, basedir=None, workdir=None):
+  """`obj` (JSON-like) with every absolute path under the checkout, the working directory or the basedir
+  written as `<checkout>/...`, `<workdir>/...` or `<basedir>/...` (the basedir wins when it lies inside another)."""
+  anchors = _anchors(repo_dir, basedir, workdir)
+  pats = [(re.compile(re.escape(a) + r"(?=/|$|[\s'\",;:=])"), ph) for a, ph in anchors]
+
+  def fix(x):
+    if isinstance(x, str):
+      for pat, ph in pats:
+        x = pat.sub(ph, x)
+      return x
+    if isinstance(x, dict): return {k: fix(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)): return [fix(v) for v in x]
+    return x
+  return fix(obj)
+
+
 def _rel(path: Path, base: Path | None) -> str | None:
   if base is None: return None
   try: return str(path.resolve().relative_to(base.resolve()))
@@ -80,7 +111,7 @@ def file_record(path: str | os.PathLike, basedir: str | os.PathLike | None = Non
   if side.is_file():
     rec["accepted_sha256"] = (side.read_text().split() or [None])[0]
   r = _rel(p, Path(basedir) if basedir else None)
-  if r is not None: rec["basedir_path"] = r
+  if r is not None: rec.update(path=f"<basedir>/{r}", basedir_path=r)  # never where the basedir was
   return rec
 
 
@@ -92,8 +123,9 @@ def load_profile(repo_dir: str | os.PathLike, platform: str) -> dict[str, Any] |
 
 
 def build_record(*, log_path, inputs: dict[str, Iterable], config: dict, seed, platform: str, command,
-                 repo_dir, platform_profile: dict | None = None, extra: dict | None = None) -> dict[str, Any]:
-  basedir = config.get("basedir")
+                 repo_dir, platform_profile: dict | None = None, extra: dict | None = None,
+                 basedir: str | os.PathLike | None = None) -> dict[str, Any]:
+  basedir = basedir if basedir is not None else config.get("basedir")
   log_path = Path(log_path)
   if not log_path.is_file():
     raise UserError(f"{log_path}: result log not found; the provenance record describes an existing log")
@@ -114,18 +146,20 @@ def build_record(*, log_path, inputs: dict[str, Iterable], config: dict, seed, p
     "host": host_info(),
   }
   if extra: rec["extra"] = extra
-  return rec
+  return relocatable(rec, repo_dir=repo_dir, basedir=basedir, workdir=os.getcwd())
 
 
 def write_provenance(out_path, *, log_path, inputs: dict[str, list], config: dict, seed, platform: str, command,
-                     repo_dir, platform_profile: dict | None = None, extra: dict | None = None) -> dict[str, Any]:
+                     repo_dir, platform_profile: dict | None = None, extra: dict | None = None,
+                     basedir: str | os.PathLike | None = None) -> dict[str, Any]:
   """Write the provenance record of `log_path` to `out_path` (atomically) and return it.
 
   inputs: group name -> paths, e.g. {"downloads": [...], "shards": [...], "eval": [...], "checkpoint": [...]}.
   config: the resolved workflow config (must be JSON-serialisable). command: argv list or a string.
+  basedir: the run's basedir (default: config["basedir"]); files under it are recorded relative to it.
   """
   rec = build_record(log_path=log_path, inputs=inputs, config=config, seed=seed, platform=platform, command=command,
-                     repo_dir=repo_dir, platform_profile=platform_profile, extra=extra)
+                     repo_dir=repo_dir, platform_profile=platform_profile, extra=extra, basedir=basedir)
   try:
     text = json.dumps(rec, indent=2, sort_keys=False, default=str) + "\n"
   except (TypeError, ValueError) as e:
@@ -145,14 +179,21 @@ def read_provenance(path: str | os.PathLike) -> dict[str, Any]:
   return rec
 
 
-def locate(entry: dict, basedir: str | os.PathLike | None) -> Path:
-  """Where a recorded file is now: under `basedir` if it was recorded inside the basedir, else its path."""
+def locate(entry: dict, basedir: str | os.PathLike | None, repo_dir: str | os.PathLike | None = None,
+           workdir: str | os.PathLike | None = None) -> Path:
+  """Where a recorded file is now: under `basedir` if it was recorded inside the basedir, else its path (with
+  `<checkout>`, `<workdir>`, `<basedir>` standing for the current ones)."""
   if basedir is not None and entry.get("basedir_path"):
     return Path(basedir) / entry["basedir_path"]
-  return Path(entry["path"])
+  path = entry["path"]
+  for ph, now in (("<checkout>", repo_dir), ("<workdir>", workdir or os.getcwd()), ("<basedir>", basedir)):
+    if now is not None and (path == ph or path.startswith(ph + "/")):
+      return Path(str(now) + path[len(ph):])
+  return Path(path)
 
 
-def verify_provenance(rec: dict, basedir: str | os.PathLike | None = None, hasher=hashes) -> list[tuple[str, str, str]]:
+def verify_provenance(rec: dict, basedir: str | os.PathLike | None = None, hasher=hashes,
+                      repo_dir: str | os.PathLike | None = None) -> list[tuple[str, str, str]]:
   """Re-hash the log and every input a record names.
 
   Returns (status, path, reason) per file: PASS when md5, sha256 and size match, FAIL when a file is missing or
@@ -162,7 +203,7 @@ def verify_provenance(rec: dict, basedir: str | os.PathLike | None = None, hashe
   out = []
   entries = [("log", rec["log"])] + [(g, e) for g, es in rec.get("inputs", {}).items() for e in es]
   for group, e in entries:
-    p = locate(e, basedir)
+    p = locate(e, basedir, repo_dir)
     name = e.get("basedir_path") or e["path"]
     if not p.is_file():
       out.append(("FAIL", name, f"{group}: recorded file is missing ({p})"))

@@ -145,13 +145,30 @@ def check_checksums(audit: Audit, base: Path, hasher: _Hasher) -> None:
     audit.add("SKIP", "checksums", "shards, eval", "no shards or eval set in this basedir")
 
 
+def check_eval_set(audit: Audit, base: Path) -> None:
+  """A WARN row when the eval set repeats rows (eval_examples larger than the eval text's instances)."""
+  from mlperf_bert.data.evalset import repeated_rows
+  path = base / "eval" / "eval.shard"
+  if not path.is_file():
+    return
+  try:
+    rows, dup = repeated_rows(path)
+  except UserError as e:
+    audit.add("FAIL", "eval set", str(path.relative_to(base)), str(e)); return
+  if dup:
+    audit.add("WARN", "eval set", str(path.relative_to(base)), f"{dup} of its {rows} rows repeat the row before them: "
+              f"eval_examples ({rows}) is more than the {rows - dup} instances of the eval text; lower eval_examples")
+  else:
+    audit.add("PASS", "eval set", str(path.relative_to(base)), f"{rows} distinct rows")
+
+
 def _provenance_path(log: Path) -> Path:
   return log.with_name(log.name[:-len(".log")] + ".provenance.json")
 
 
 def check_provenance(audit: Audit, base: Path, log_path: Path, now_cfg: dict | None, repo_head: str | None,
-                     hasher: _Hasher) -> None:
-  from mlperf_bert.audit.provenance import read_provenance, verify_provenance
+                     hasher: _Hasher, workflow_dir: Path | None = None, workdir: Path | None = None) -> None:
+  from mlperf_bert.audit.provenance import read_provenance, relocatable, verify_provenance
   rel = str(log_path.relative_to(base))
   pp = _provenance_path(log_path)
   if not pp.is_file():
@@ -167,14 +184,16 @@ def check_provenance(audit: Audit, base: Path, log_path: Path, now_cfg: dict | N
   if rec.get("platform") != log_path.parent.name:
     audit.add("FAIL", "provenance", rel, f"record is for platform {rec.get('platform')!r}, the log sits under "
               f"{log_path.parent.name!r}")
-  results = verify_provenance(rec, base, hasher=hasher)
+  results = verify_provenance(rec, base, hasher=hasher, repo_dir=workflow_dir)
   fails = [(p, why) for s, p, why in results if s == "FAIL"]
   for p, why in fails:
     audit.add("FAIL", "provenance", p, why + f" (record {pp.name})")
   if not fails:
     audit.add("PASS", "provenance", rel, f"log and {len(results) - 1} input files match {pp.name} (md5, sha256)")
   if now_cfg is not None:
-    recorded = dict(rec.get("config") or {}); now = dict(now_cfg)
+    # both sides relocatable: paths under the checkout, working directory or basedir compare by their place in it
+    recorded = dict(rec.get("config") or {})
+    now = relocatable(dict(now_cfg), repo_dir=workflow_dir, basedir=base, workdir=workdir)
     recorded.pop("basedir", None); now.pop("basedir", None)
     diffs = diff_config(recorded, now)
     if diffs:
@@ -252,11 +271,12 @@ def audit_basedir(path: str | os.PathLike, *, ruleset: str = RULESET, strict: bo
   # 2. checksums; 3. provenance; 4. the logs themselves
   hasher = _Hasher()
   check_checksums(audit, base, hasher)
+  check_eval_set(audit, base)
   head = git_state(wf).get("commit")
   if not logs:
     audit.add("FAIL", "result logs", str(base), "no results/<platform>/result_bert_<seed>.log")
   for log in logs:
-    check_provenance(audit, base, log, now_cfg, head, hasher)
+    check_provenance(audit, base, log, now_cfg, head, hasher, workflow_dir=wf, workdir=wd)
   for plat in sorted({l.parent for l in logs}):
     plogs = [read_log(l) for l in logs if l.parent == plat]
     check_logs(audit, plogs, system=plat.name, division=None, ruleset=ruleset,

@@ -1,11 +1,13 @@
 """The MLPerf eval set: eval.txt -> instances (same settings as training) -> N rows picked as
 `pick_eval_samples.py` picks them (row int(i * (n / N)) for i in 0..N-1), written as a shard.
 
-When the file yields fewer than N instances rows repeat; each picked row is its own record in the shard and
-every read returns fresh arrays, so no two picks share memory.
+When the file yields fewer than N instances rows repeat (a warning says so: Python's `warnings`, which the
+workflow's jobs show on the console as well as in the job log, and `repeated_rows` lets the audit find it in a
+finished eval set); each picked row is its own record in the shard and every read returns fresh arrays, so no two
+picks share memory.
 """
 from __future__ import annotations
-import time
+import os, time, warnings
 from typing import Callable
 
 import numpy as np
@@ -38,7 +40,29 @@ def build_evalset(text_path, vocab_path, out_path, *, num_examples: int = 10000,
   stats.update(candidates=len(inst), cpu_seconds=time.process_time() - t0)
   if log is not None:
     warn_dropped(log, text_path, corpus)
-    if len(inst) < num_examples:
-      log(f"note: {text_path} gave {len(inst)} instances for {num_examples} eval rows: rows repeat")
     log(summary_line(stats) + f", picked from {len(inst)} instances")
+  if len(inst) < num_examples:
+    warnings.warn(f"{text_path} gave {len(inst)} instances for eval_examples={num_examples}: "
+                  f"{num_examples - len(inst)} rows of {out_path} repeat an earlier row; lower eval_examples to at "
+                  f"most {len(inst)} for an eval set without repeats", stacklevel=2)
   return stats
+
+
+def repeated_rows(path: str | os.PathLike) -> tuple[int, int]:
+  """(rows, rows that repeat the row before them) of an eval set: picks repeat only when eval_examples exceeds
+  the instances, and then as consecutive identical records (same spans, label, masked positions and inputs)."""
+  import numpy as np
+  from mlperf_bert.data.shards import Shard
+  with Shard(path) as sh:
+    sh.verify()
+    if sh.n < 2:
+      return sh.n, 0
+    po = sh._pred_offsets.astype(np.int64)
+    counts = np.diff(po)
+    same = ((sh._starts[1:] == sh._starts[:-1]).all(axis=1) & (sh._lengths[1:] == sh._lengths[:-1]).all(axis=1)
+            & (sh._nsl[1:] == sh._nsl[:-1]) & (counts[1:] == counts[:-1]))
+    dup = 0
+    for i in np.flatnonzero(same) + 1:
+      a, b = slice(po[i - 1], po[i]), slice(po[i], po[i + 1])
+      dup += bool((sh._positions[a] == sh._positions[b]).all() and (sh._inputs[a] == sh._inputs[b]).all())
+    return sh.n, dup

@@ -232,7 +232,7 @@ def write_instances(out_path, corpus: Corpus, inst: Instances, settings: Setting
                              pred_offsets=inst.pred_offsets, positions=inst.positions, inputs=inst.inputs,
                              max_seq_length=settings.max_seq_length,
                              max_predictions_per_seq=settings.max_predictions_per_seq, framed=True,
-                             cls_id=ids.cls, sep_id=ids.sep)
+                             cls_id=ids.cls, sep_id=ids.sep, vocab_size=ids.vocab_size)
   write_sidecar(out_path)
   stats.update(output=str(out_path), text_bytes=corpus.text_bytes, dropped_bytes=corpus.dropped_bytes,
                documents=len(corpus.doc_bounds), sentences=len(corpus.sent_offsets) - 1)

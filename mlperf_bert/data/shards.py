@@ -8,13 +8,17 @@ rebuilt (and padded) at read time; see docs/shard-format.md for the byte layout.
     write_shard_arrays(path, stream=..., starts=..., ...)                          # span form (builder)
     sh = Shard(path); len(sh); sh[i]; sh.batch(indices); sh.verify()
     sh.max_seq_length, sh.max_predictions_per_seq, sh.n (instances), sh.n_stream (stream tokens),
-    sh.n_pred (masked positions), sh.cls_id, sh.sep_id
+    sh.n_pred (masked positions), sh.cls_id, sh.sep_id, sh.vocab_size (0: not recorded)
+
+Every read checks the whole file once before it hands out a byte of it (body CRC-32 and value ranges:
+token ids < vocab_size, next-sentence labels in {0, 1}, masked positions inside their row), so a shard damaged
+after it was built is refused with a UserError naming the file and the command that rebuilds it.
     read_features(path)                     # all seven features, instance order
     write_sidecar(path)                     # <path>.sha256
     write_sha256sums(out, sidecars)         # SHA256SUMS for `sha256sum -c`
 """
 from __future__ import annotations
-import mmap, os, struct, zlib
+import mmap, os, struct, threading, zlib
 from pathlib import Path
 from typing import Iterable, Mapping
 
@@ -30,8 +34,15 @@ HEADER_SIZE = 128
 FLAG_FRAMED = 1  # row = [CLS] A [SEP] B [SEP]; otherwise row = A B
 
 # magic, version, header_size, max_seq_length, max_predictions_per_seq, n_instances, n_stream, n_predictions,
-# token_width, flags, cls_id, sep_id, body_crc32   (then zero padding up to byte 124, then header crc32)
+# token_width, flags, cls_id, sep_id, body_crc32, vocab_size (0 = not recorded)
+# (then zero padding up to byte 124, then header crc32)
 _HEAD = struct.Struct("<8sIIIIQQQIIIII")
+_VOCAB = struct.Struct("<I")  # at offset _HEAD.size (68): the vocabulary size the token ids were drawn from
+
+
+def rebuild_hint(path) -> str:
+  """The fix named by every damaged-shard error: rebuild exactly that file."""
+  return f"rebuild it: snakemake --force {path}"
 
 
 def _pad8(n: int) -> int:
@@ -62,12 +73,13 @@ def _check_settings(max_seq_length: int, max_predictions_per_seq: int) -> None:
 
 def write_shard_arrays(path, *, stream, starts, lengths, nsl, pred_offsets, positions, inputs,
                        max_seq_length: int, max_predictions_per_seq: int, framed: bool,
-                       cls_id: int = 0, sep_id: int = 0) -> dict:
+                       cls_id: int = 0, sep_id: int = 0, vocab_size: int = 0) -> dict:
   """Write a shard from its columns (the low-level writer; see docs/shard-format.md). Atomic.
 
   starts/lengths: (n, 2) spans of `stream` for segments A and B; nsl: (n,) next-sentence labels;
   pred_offsets: (n+1,) cumulative prediction counts; positions/inputs: (P,) masked positions (in the row)
-  and the input token placed there. Returns stats.
+  and the input token placed there. vocab_size: the vocabulary's size (recorded in the header; readers refuse
+  token ids at or above it; 0 = not recorded). Returns stats.
   """
   _check_settings(max_seq_length, max_predictions_per_seq)
   # the big columns (stream, positions, inputs) keep their dtype: no int64 copies of them
@@ -107,6 +119,8 @@ def write_shard_arrays(path, *, stream, starts, lengths, nsl, pred_offsets, posi
   lo = min(int(stream.min()) if n_stream else 0, int(inputs.min()) if n_pred else 0)
   if lo < 0 or top >= 2**32:
     raise ValueError("token ids must lie in 0..2**32-1")
+  if vocab_size and top >= vocab_size:
+    raise ValueError(f"token id {top} is outside the vocabulary of {vocab_size} tokens")
   width = 2 if top < 65536 else 4
   tok = np.dtype("<u2" if width == 2 else "<u4")
   cols = {"starts": starts.astype("<u8"), "lengths": lengths.astype("<u2"), "pred_offsets": pred_offsets.astype("<u8"),
@@ -129,6 +143,7 @@ def write_shard_arrays(path, *, stream, starts, lengths, nsl, pred_offsets, posi
         f.write(b"\0" * pad); crc = zlib.crc32(b"\0" * pad, crc)
       head = _HEAD.pack(MAGIC, VERSION, HEADER_SIZE, int(max_seq_length), int(max_predictions_per_seq), n, n_stream,
                         n_pred, width, FLAG_FRAMED if framed else 0, int(cls_id), int(sep_id), crc)
+      head += _VOCAB.pack(int(vocab_size))
       head = head.ljust(HEADER_SIZE - 4, b"\0")
       head += struct.pack("<I", zlib.crc32(head))
       f.seek(0); f.write(head)
@@ -137,7 +152,8 @@ def write_shard_arrays(path, *, stream, starts, lengths, nsl, pred_offsets, posi
           "bytes": size}
 
 
-def write_shard(path, instances: Iterable[Mapping], *, max_seq_length: int, max_predictions_per_seq: int) -> dict:
+def write_shard(path, instances: Iterable[Mapping], *, max_seq_length: int, max_predictions_per_seq: int,
+                vocab_size: int = 0) -> dict:
   """Write any instances (dicts of unpadded values) as a shard; atomic; returns stats.
 
   Each instance: input_ids, segment_ids (0s then 1s), masked_lm_positions, masked_lm_ids (lists or arrays of
@@ -170,41 +186,46 @@ def write_shard(path, instances: Iterable[Mapping], *, max_seq_length: int, max_
                             lengths=np.asarray(lengths).reshape(-1, 2), nsl=np.asarray(nsl, dtype=np.int64),
                             pred_offsets=np.concatenate([[0], np.cumsum(counts, dtype=np.int64)]),
                             positions=cat(positions), inputs=cat(inputs), max_seq_length=max_seq_length,
-                            max_predictions_per_seq=max_predictions_per_seq, framed=False)
+                            max_predictions_per_seq=max_predictions_per_seq, framed=False, vocab_size=vocab_size)
 
 
 class Shard:
   """Read-only, memory-mapped shard with random access to padded instances.
 
-  Opening checks the magic, version, header checksum and the exact file size (a truncated or extended file
-  is refused with a UserError); `verify()` also checks the body checksum.
+  Opening checks the magic, version, header checksum, the exact file size and the small tables (a truncated,
+  extended or damaged file is refused with a UserError). The first read of any instance (`batch`, `rows`,
+  `sh[i]`) runs `verify()` once: the body CRC-32 and the value ranges, so no byte of a damaged shard is ever
+  used. `check=False` skips that (for measuring raw reads only).
   """
 
-  def __init__(self, path):
+  def __init__(self, path, check: bool = True):
     self.path = Path(path)
-    fix = f"delete {self.path} and rebuild it (re-run the workflow)"
+    fix = rebuild_hint(self.path)
     try:
       size = os.path.getsize(self.path)
       f = open(self.path, "rb")
     except OSError as e:
-      raise UserError(f"cannot open shard {self.path}: {e.strerror}; check the path or rebuild it") from None
+      raise UserError(f"cannot open shard {self.path}: {e.strerror}; check the path or {fix}") from None
     with f:
       head = f.read(HEADER_SIZE)
       if len(head) < HEADER_SIZE or head[:8] != MAGIC:
         raise UserError(f"{self.path} is not a shard (bad magic or shorter than the {HEADER_SIZE}-byte header); {fix}")
       if struct.unpack("<I", head[-4:])[0] != zlib.crc32(head[:-4]):
-        raise UserError(f"{self.path}: header checksum mismatch (corrupt file); {fix}")
+        raise UserError(f"{self.path}: header checksum mismatch (the file is damaged); {fix}")
       (_, version, hsize, self.max_seq_length, self.max_predictions_per_seq, n, n_stream, n_pred, width, flags,
        self.cls_id, self.sep_id, self.body_crc32) = _HEAD.unpack(head[:_HEAD.size])
+      self.vocab_size = _VOCAB.unpack_from(head, _HEAD.size)[0]
       if version != VERSION or hsize != HEADER_SIZE or width not in (2, 4):
         raise UserError(f"{self.path}: shard format version {version} (this program reads {VERSION}); {fix}")
       layout = _layout(n, n_stream, n_pred, width)
       if size != layout[-1][3]:
         raise UserError(f"{self.path}: {size} bytes, but its header says {layout[-1][3]} (truncated or "
-                        f"corrupt); {fix}")
+                        f"damaged); {fix}")
       self._mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else None
     self.framed = bool(flags & FLAG_FRAMED)
     self.n, self.n_stream, self.n_pred, self.size = n, n_stream, n_pred, size
+    self._verified = not check
+    self._lock = threading.Lock()
     buf = self._mm if self._mm is not None else b""
     for name, dt, shape, off in layout[:-1]:
       count = int(np.prod(shape, dtype=np.int64))
@@ -218,7 +239,7 @@ class Shard:
       ok = ok and int(lens.sum(axis=1).max()) + (3 if self.framed else 0) <= self.max_seq_length
       ok = ok and int(np.diff(po.astype(np.int64)).max()) <= self.max_predictions_per_seq
     if not ok:
-      raise UserError(f"{self.path}: inconsistent tables (corrupt file); {fix}")
+      raise UserError(f"{self.path}: inconsistent tables (the file is damaged); {fix}")
 
   def __len__(self) -> int:
     return self.n
@@ -232,16 +253,44 @@ class Shard:
     return {k: v[0] for k, v in self.batch([i]).items()}
 
   def verify(self) -> None:
-    """Check the body checksum (reads the whole file); raises UserError on a mismatch."""
+    """Check the whole file: the body CRC-32 (one pass over its bytes), then the value ranges (token ids below
+    the recorded vocab_size, next-sentence labels 0 or 1, every masked position inside its row). Raises a
+    UserError naming the file and the command that rebuilds it. Cost: measured by bench/bench_verify.py."""
+    fix = rebuild_hint(self.path)
     crc = zlib.crc32(memoryview(self._mm)[HEADER_SIZE:]) if self._mm is not None else 0
     if crc != self.body_crc32:
-      raise UserError(f"{self.path}: body checksum mismatch (corrupt file); delete it and rebuild it")
+      raise UserError(f"{self.path}: body checksum mismatch (the file was damaged after it was built); {fix}")
+    # a CRC match with bad values means a writer bug or a file made elsewhere: refuse it all the same
+    if self.vocab_size:
+      for name, col in (("token", self._stream), ("masked input token", self._inputs)):
+        if len(col) and int(col.max()) >= self.vocab_size:
+          raise UserError(f"{self.path}: {name} id {int(col.max())} is outside the vocabulary of {self.vocab_size} "
+                          f"tokens; {fix}")
+      if max(self.cls_id, self.sep_id) >= self.vocab_size:
+        raise UserError(f"{self.path}: [CLS]/[SEP] id outside the vocabulary of {self.vocab_size} tokens; {fix}")
+    if self.n and int(self._nsl.max()) > 1:
+      raise UserError(f"{self.path}: next-sentence label {int(self._nsl.max())} (expected 0 or 1); {fix}")
+    if self.n_pred:
+      po = self._pred_offsets.astype(np.int64)
+      has = po[1:] > po[:-1]
+      row_len = self._lengths[has].astype(np.int64).sum(axis=1) + (3 if self.framed else 0)
+      if (np.maximum.reduceat(self._positions, po[:-1][has]) >= row_len).any():
+        raise UserError(f"{self.path}: a masked position lies outside its row (max_seq_length "
+                        f"{self.max_seq_length}); {fix}")
+
+  def _ensure_verified(self) -> None:
+    if self._verified: return
+    with self._lock:
+      if not self._verified:
+        self.verify()
+        self._verified = True
 
   def rows(self, indices) -> np.ndarray:
     """Unmasked token rows (len(indices), max_seq_length) int32, 0-padded."""
     return self._gather(np.asarray(indices, dtype=np.int64).reshape(-1))[0]
 
   def _gather(self, idx):
+    self._ensure_verified()
     if len(idx) and (idx.min() < -self.n or idx.max() >= self.n):
       raise IndexError(f"instance index out of range for {self.path} ({self.n} instances)")
     idx = np.where(idx < 0, idx + self.n, idx)

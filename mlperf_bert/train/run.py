@@ -203,7 +203,9 @@ class TrainRun:
     self.fingerprint = hashlib.sha256(json.dumps(
       {"hp": {k: v for k, v in rule_params(self.hp).items() if k not in ("KEEP_CKPT_AMOUNT", "SAVE_CKPT_FREQ")},
        "shards": [Path(p).name for p in shard_paths], "seq": self.seq, "pred": self.pred,
-       "model": dataclasses.asdict(self.cfg), "init": str(init_weights)}, sort_keys=True, default=str).encode()).hexdigest()
+       "model": dataclasses.asdict(self.cfg),
+       "init": Path(init_weights).name if init_weights else None},  # names, not paths: a moved tree resumes
+      sort_keys=True, default=str).encode()).hexdigest()
 
   def say(self, msg: str):
     if self.echo: tqdm.write(msg)

@@ -38,7 +38,7 @@ def test_record_contents_and_clean_verify(tmp_path):
   rec = write_provenance(out, log_path=base / "results/cpu/result_bert_0.log", inputs=inputs, config=cfg, seed=0,
                          platform="cpu", command=["snakemake", "--cores", "2"], repo_dir=REPO)
   assert json.loads(out.read_text()) == read_provenance(out) and rec["schema"] == SCHEMA
-  assert rec["seed"] == 0 and rec["platform"] == "cpu" and rec["config"] == cfg
+  assert rec["seed"] == 0 and rec["platform"] == "cpu" and rec["config"] == {**cfg, "basedir": "<basedir>"}
   assert rec["command"] == ["snakemake", "--cores", "2"]
   head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
   assert rec["git"]["commit"] == head and isinstance(rec["git"]["dirty"], bool)
@@ -69,6 +69,32 @@ def test_one_changed_byte_is_named(tmp_path, victim):
   data = bytearray(f.read_bytes()); data[len(data) // 2] ^= 1; f.write_bytes(bytes(data))
   fails = [(p, why) for s, p, why in verify_provenance(read_provenance(out), moved) if s == "FAIL"]
   assert [p for p, _ in fails] == [victim] and "md5, sha256 differ" in fails[0][1]
+
+
+def test_record_holds_no_absolute_path_of_the_checkout_workdir_or_basedir(tmp_path, monkeypatch):
+  work = tmp_path / "work"
+  base = work / "base"
+  inputs = tiny_tree(base)
+  monkeypatch.chdir(work)
+  cfg = {"basedir": str(base), "sources": {"vocab.txt": {"url": str(REPO / "resources/demo/vocab.txt"), "md5": None}}}
+  out = base / "results/cpu/result_bert_0.provenance.json"
+  write_provenance(out, log_path=base / "results/cpu/result_bert_0.log", inputs=inputs, config=cfg, seed=0,
+                   platform="cpu", command=["snakemake", "-s", str(REPO / "Snakefile"), "-d", str(work),
+                                            f"--configfile={work}/config.yaml"], repo_dir=REPO)
+  text = out.read_text()
+  for path in (REPO, work, base, tmp_path):
+    assert str(path) not in text, path
+  rec = json.loads(text)
+  assert rec["command"] == ["snakemake", "-s", "<checkout>/Snakefile", "-d", "<workdir>",
+                            "--configfile=<workdir>/config.yaml"]
+  assert rec["config"]["sources"]["vocab.txt"]["url"] == "<checkout>/resources/demo/vocab.txt"
+  assert rec["cwd"] == "<workdir>" and rec["platform_profile"]["path"] == "<checkout>/profiles/cpu/platform.yaml"
+  assert rec["inputs"]["shards"][0]["path"] == "<basedir>/shards/part-00000-of-00002.shard"
+  # moved elsewhere, it verifies where it now is
+  moved = tmp_path / "elsewhere"
+  shutil.move(work, moved)
+  results = verify_provenance(read_provenance(moved / "base/results/cpu/result_bert_0.provenance.json"), moved / "base")
+  assert results and all(s == "PASS" for s, _, _ in results)
 
 
 def test_missing_input_is_a_user_error(tmp_path):

@@ -9,7 +9,7 @@ demo TARGET of 0.01 (TARGET must be in (0, 1]; seed 0 and 1 pass it at the first
 of ~0.05 is reached), so each log ends with run_stop success and passes the compliance checker.
 """
 from __future__ import annotations
-import hashlib, json, os, re, subprocess, sys, time
+import hashlib, json, os, re, shutil, subprocess, sys, time
 from pathlib import Path
 
 import pytest
@@ -42,7 +42,12 @@ class Run:
 @pytest.fixture(scope="module")
 def run(tmp_path_factory) -> Run:
   r = Run(tmp_path_factory.mktemp("e2e"))
-  write_config(r.cfg, r.base, seeds=SEEDS, train=TRAIN)
+  # the basedir relative to the working directory, as the demo's; eval.md5 where neither the tree nor the checkout
+  # is (the checkout's own copy is named relative to the working directory only when it lies inside it: the demo,
+  # tests/workflow/test_relocation.py)
+  shared = tmp_path_factory.mktemp("shared")
+  shutil.copy2(REPO / "resources/demo/eval.md5", shared / "eval.md5")
+  write_config(r.cfg, Path("base"), seeds=SEEDS, train=TRAIN, eval_md5=str(shared / "eval.md5"))
   t0 = time.time()
   snakemake(r.wd, "--cores", "2", configfile=r.cfg, timeout=1800)
   print(f"workflow: {time.time() - t0:.0f} s")
@@ -148,6 +153,40 @@ def test_changed_config_key_fails_and_names_the_key(run):
   assert all(re.match(r"FAIL\s+(config|dry run)\s", l) for l in _fails(out)), _fails(out)
 
 
+def test_moved_tree_and_copied_checkout_plan_nothing_and_pass_the_audit(run, tmp_path):
+  """A finished tree handed over: its working directory (config, basedir, .snakemake) moved elsewhere, then run
+  from another copy of the checkout. Nothing may name where either was: Snakemake plans no job, the audit passes."""
+  moved = tmp_path / "moved"
+  shutil.move(run.wd, moved)  # a real move (rename): every byte and time as it was
+  try:
+    m = Run(moved)
+    for rec in m.base.glob(f"results/{PLATFORM}/*.provenance.json"):
+      text = rec.read_text()
+      assert str(run.wd) not in text and str(REPO) not in text, rec
+    r = snakemake(moved, "-n", configfile=m.cfg)
+    assert "Nothing to be done" in r.stdout + r.stderr, r.stdout[-3000:]
+    # another checkout: its tracked (and untracked, not ignored) files, modification times kept
+    checkout = tmp_path / "checkout"
+    files = subprocess.run(["git", "-C", str(REPO), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                           capture_output=True, text=True, check=True).stdout.split("\0")
+    for f in filter(None, files):
+      if (REPO / f).is_file():
+        (checkout / f).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / f, checkout / f)
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(checkout / "Snakefile"), "-d", str(moved), "--configfile",
+           str(m.cfg), "-n"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0 and "Nothing to be done" in r.stdout + r.stderr, r.stdout[-3000:] + r.stderr[-3000:]
+    p = subprocess.run([sys.executable, "-m", "mlperf_bert", "audit", str(m.base), "--workflow-dir", str(checkout),
+                        "--workdir", str(moved), "--configfile", str(m.cfg)], capture_output=True, text=True,
+                       timeout=900, cwd=moved)
+    assert p.returncode == 0 and not _fails(p.stdout), p.stdout + p.stderr
+    assert re.search(r"PASS\s+dry run\s+.*nothing to be done", p.stdout), p.stdout
+    assert re.search(r"PASS\s+config\s+", p.stdout) and re.search(r"PASS\s+provenance\s+", p.stdout), p.stdout
+  finally:
+    shutil.move(moved, run.wd)
+
+
 def test_submission_package(run):
   snakemake(run.wd, "--cores", "2", "submission", configfile=run.cfg)  # targets last: --configfile takes several values
   sub = run.base / "submission"
@@ -173,7 +212,9 @@ def test_submission_package(run):
   assert score["score_minutes"] is None and not score["package_checker"]["passed"]
   # mlperf-logging's package checker names the missing runs
   assert any("found 2" in e and "expected 10" in e for e in score["package_checker"]["errors"]), score
-  assert f"{org}/results/{system}/bert, found 2, expected 10" in (sub / f"{ORG}.{PLATFORM}.package_checker.log").read_text()
+  # (the package's path as the job named it: relative to the working directory, as the basedir is)
+  assert f"{org.relative_to(run.wd)}/results/{system}/bert, found 2, expected 10" in \
+    (sub / f"{ORG}.{PLATFORM}.package_checker.log").read_text()
   assert [r["verdict"] for r in score["runs"]] == ["converged (no olympic score: 2 of 10 logs)"] * 2
   # up to date afterwards; the basedir audit now also audits the package, which fails only for its missing runs
   r = snakemake(run.wd, "-n", "submission", configfile=run.cfg)

@@ -3,8 +3,9 @@ first on sys.path, also when it is not pip-installed, and `job_log`, which sends
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+REPO = Path(__file__).resolve().parents[2]  # the checkout: never a rule's param (a moved checkout would rerun)
+sys.path.insert(0, str(REPO))
 
 from mlperf_bert.snakejob import job_log  # noqa: E402
 
-__all__ = ["job_log"]
+__all__ = ["REPO", "job_log"]

@@ -1,7 +1,7 @@
 # rule provenance: the JSON record beside a result log (config, versions, git, hashes of every input).
 import json, os
 
-from jobglue import job_log
+from jobglue import REPO, job_log
 from mlperf_bert.audit.provenance import write_provenance
 
 with job_log(snakemake.log[0]):
@@ -20,7 +20,8 @@ with job_log(snakemake.log[0]):
         seed=snakemake.wildcards.seed,
         platform=snakemake.wildcards.platform,
         command=json.loads(os.environ.get("MLPERF_BERT_COMMAND", "null")) or "(not recorded)",
-        repo_dir=snakemake.params.repo,
+        repo_dir=REPO,
+        basedir=snakemake.params.basedir,
         extra={"rule": snakemake.rule},
     )
     print(f"wrote {snakemake.output[0]}: {sum(len(v) for v in rec['inputs'].values())} inputs, "

@@ -1,9 +1,7 @@
 # checkpoint r2_listing: cache an R2 dataset's md5 list and base URL (the files to download are read from it).
-from pathlib import Path
-
-from jobglue import job_log
+from jobglue import REPO, job_log
 from mlperf_bert.data.r2 import fetch_listing
 
 with job_log(snakemake.log[0]):
     fetch_listing(snakemake.params.source, snakemake.output.listing, snakemake.output.uri,
-                  root=Path(__file__).resolve().parents[2])
+                  root=REPO)

@@ -2,7 +2,7 @@
 import json, os, shlex
 from pathlib import Path
 
-from jobglue import job_log
+from jobglue import REPO, job_log
 from mlperf_bert.audit.submission import build_package
 
 
@@ -12,7 +12,8 @@ def as_text(command) -> str:
 
 with job_log(snakemake.log[0]):
     p = snakemake.params
-    overrides = json.loads(Path(p.system_json).read_text()) if Path(p.system_json).is_file() else None
+    system_json = REPO / p.system_json
+    overrides = json.loads(system_json.read_text()) if system_json.is_file() else None
     # the command that produced the logs is the one their provenance records hold (not this `snakemake submission`)
     commands = []
     for rec in snakemake.input.provenance:
