@@ -34,12 +34,13 @@ HPARAMS: dict[str, tuple] = {
   "EVAL_STEP_FREQ": INT, "SAVE_CKPT_FREQ": INT, "KEEP_CKPT_AMOUNT": INT, "TARGET": FLOAT,
   "BERT_LAYERS": INT, "BERT_HIDDEN_SIZE": INT, "BERT_NUM_HEADS": INT, "BERT_INTERMEDIATE_SIZE": INT,
   "EVAL_SAMPLES": INT, "INIT_BENCHMARK_STEPS": INT, "INIT_BERT_LAYERS": INT,
-  "FREE_INTERMEDIATE": INT, "DISABLE_DROPOUT": BOOL,
+  "FREE_INTERMEDIATE": INT, "DISABLE_DROPOUT": BOOL, "NUM_CPU_THREADS": INT, "EVAL_METRIC": STR,
   "SUBMISSION_PLATFORM": STR, "SUBMISSION_DIVISION": STR, "SUBMISSION_ORG": STR, "SUBMISSION_STATUS": STR,
 }
 KNOWN = {**TINYGRAD_ENV, **HPARAMS}
 FLOAT_NAMES = {"HALF": "half", "FLOAT16": "half", "BFLOAT16": "bfloat16", "FLOAT": "float32", "FLOAT32": "float32"}
 HALF_TYPES = {"half", "bfloat16"}
+EVAL_METRICS = ("tinygrad", "pooled")
 
 
 def known_devices() -> set[str]:
@@ -134,6 +135,15 @@ def resolve(platform: dict[str, Any], overrides: dict[str, Any] | None = None, s
   hp.setdefault("INIT_BENCHMARK_STEPS", 10)
   hp.setdefault("INIT_BERT_LAYERS", 2)
   hp.setdefault("DISABLE_DROPOUT", False)
+  # files the train loader interleaves (tinygrad: NUM_CPU_THREADS, default min(os.cpu_count(), 8))
+  hp.setdefault("NUM_CPU_THREADS", 8)
+  if hp["NUM_CPU_THREADS"] < 1: raise UserError(f"NUM_CPU_THREADS={hp['NUM_CPU_THREADS']} must be at least 1")
+  # masked-LM accuracy: "tinygrad" = train_bert's mean of per-batch accuracies over MAX_EVAL_STEPS batches read from
+  # an eval iterator that persists between evals and wraps; "pooled" = MLCommons' correct/total over the first
+  # EVAL_SAMPLES rows (docs/parity.md)
+  hp.setdefault("EVAL_METRIC", "tinygrad")
+  if hp["EVAL_METRIC"] not in EVAL_METRICS:
+    raise UserError(f"EVAL_METRIC={hp['EVAL_METRIC']!r}: use one of {', '.join(EVAL_METRICS)}")
   hp.setdefault("SUBMISSION_ORG", "tinycorp")
   hp.setdefault("SUBMISSION_PLATFORM", "tinybox")
   hp.setdefault("SUBMISSION_DIVISION", "open")

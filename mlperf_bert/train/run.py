@@ -315,7 +315,7 @@ class TrainRun:
     dev_str = self.devices[0] if len(self.devices) == 1 else f"{self.devices[0]} * {len(self.devices)}"
     start_step, prev_ckpt_step = step, step
     bar = tqdm(total=train_steps, initial=step, disable=not self.progress, mininterval=5, unit="step")
-    loader = TrainLoader(self.shards, hp["BS"], seed=hp["SEED"], position=position)
+    loader = TrainLoader(self.shards, hp["BS"], seed=hp["SEED"], position=position, cycle_length=hp["NUM_CPU_THREADS"])
     status = None
     try:
       pos_next, data = next(loader)
@@ -389,7 +389,7 @@ class TrainRun:
     hp = self.hp
     t0 = time.perf_counter()
     steps = self._build()
-    loader = TrainLoader(self.shards, hp["BS"], seed=hp["SEED"])
+    loader = TrainLoader(self.shards, hp["BS"], seed=hp["SEED"], cycle_length=hp["NUM_CPU_THREADS"])
     times, fetch, ops, mem = [], [], 0, 0
     first = None
     try:
