@@ -15,10 +15,12 @@ This process (this project's code) writes the inputs:
                      draws, so a transposed or misnamed tensor shows). At 17 MB it is not committed: the
                      fixture keeps its sha256 (init.sha256) and the test regenerates and checks it;
   batches.npz        5 training batches of BS 8 (seq 128, 20 predictions) from the demo shards, taken with
-                     this project's loader (seed 0), and 2 eval batches (the first 16 rows of the eval set);
+                     this project's loader (seed 0, tinygrad's sample order), and 2 eval batches (the first 16
+                     rows of the eval set);
 then the subprocess runs, on CPU in fp32 with dropout off (DISABLE_DROPOUT=1; tinygrad's and this project's
 dropout masks come from different random streams), tinygrad's `train_step_bert` 5 times with its LAMB groups
 and `PolynomialDecayWithWarmup`, and `eval_step_bert` on the eval batches, and writes
+  eval_batches.npz   the eval batches with part of their labels set to the trained model's predictions;
   expected.json      per step: total / masked-LM / next-sentence loss (before the update), the LR the update
                      used, the LR train_step_bert returns, the global grad norm; the eval metrics;
   weights.npz        after step 5: every weight tensor in full except the two large vocab/position tables,
@@ -172,9 +174,24 @@ for i in range(S["STEPS"]):
                 "lr_returned": lr_ret.item(), "global_norm": norm.item()})
   print(json.dumps(steps[-1]), flush=True)
 Tensor.training = False
-evals = []
+# eval batches whose labels are partly the model's own predictions (a 5-step model predicts nothing right): in eval
+# batch j, masked position p of row r (weight 1) gets the predicted id when (7 r + p) % (j + 2) == 0, so the two
+# batches have different accuracies and the per-batch mean differs from the pooled accuracy
+ev = {}
 for j in range(S["EVAL_BATCHES"]):
   d = batch(f"eval{j}")
+  lm, _ = model(d["input_ids"], d["input_mask"], d["masked_lm_positions"], d["segment_ids"])
+  pred = lm.argmax(-1).numpy()
+  ids, w = batches[f"eval{j}/masked_lm_ids"].copy(), batches[f"eval{j}/masked_lm_weights"]
+  r, p = np.meshgrid(np.arange(ids.shape[0]), np.arange(ids.shape[1]), indexing="ij")
+  pick = (w > 0) & ((7 * r + p) % (j + 2) == 0)
+  ids[pick] = pred[pick]
+  for k in FEATURES: ev[f"evalx{j}/{k}"] = ids if k == "masked_lm_ids" else batches[f"eval{j}/{k}"]
+np.savez_compressed(os.path.join(out, "eval_batches.npz"), **ev)
+evals = []
+for j in range(S["EVAL_BATCHES"]):
+  n = ev[f"evalx{j}/input_ids"].shape[0]
+  d = process_batch_bert([{k: ev[f"evalx{j}/{k}"][i:i+1] for k in FEATURES} for i in range(n)])
   acc, nsp_acc, lm_loss, nsp_loss = eval_step_bert(model, d["input_ids"], d["segment_ids"], d["input_mask"],
       d["masked_lm_positions"], d["masked_lm_ids"], d["masked_lm_weights"], d["next_sentence_labels"], GPUS)
   evals.append({"masked_lm_accuracy": acc.item(), "next_sentence_accuracy": nsp_acc.item(),
@@ -209,6 +226,7 @@ def main(argv=None) -> int:
     print(f"{co}: not a tinygrad work tree with examples/mlperf/model_train.py and extra/models/bert.py; "
           f"make one with `git archive <commit> | tar -x -C DIR`", file=sys.stderr)
     return 2
+  a.out = a.out.resolve()
   a.out.mkdir(parents=True, exist_ok=True)
   write_inputs(a.out, a.shards, a.eval)
   s = SETTINGS
@@ -224,7 +242,7 @@ def main(argv=None) -> int:
     commit = subprocess.run(["git", "-C", str(co), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
   expected = {"tinygrad_commit": commit, "settings": s, "device": "CPU", "dtype": "float32", "dropout": "off", **run}
   (a.out / "expected.json").write_text(json.dumps(expected, indent=1) + "\n")
-  print(f"wrote {a.out}/{{init.sha256,batches.npz,weights.npz,expected.json}}")
+  print(f"wrote {a.out}/{{init.sha256,batches.npz,eval_batches.npz,weights.npz,expected.json}}")
   return 0
 
 

@@ -18,7 +18,8 @@ The stream is a pure function of (files, seed, cycle_length): sample number `pos
 so a resumed run that starts at the saved position continues the same stream (`TrainLoader(..., position=p)`
 jumps there without reading data). A background thread prepares batches ahead of the trainer.
 
-Eval: the eval shard in order, the first `num_samples` rows, batches of EVAL_BS; the last partial batch is
+Eval (EVAL_METRIC tinygrad, the default): `eval_window`, tinygrad's wrapping eval iterator. Eval (EVAL_METRIC
+pooled): the eval shard in order, the first `num_samples` rows, batches of EVAL_BS; the last partial batch is
 padded with copies of row 0 and its `row_mask` marks real rows, so accuracy counts exactly `num_samples` rows.
 """
 from __future__ import annotations
@@ -199,6 +200,15 @@ def eval_batches(shard: Shard, batch_size: int, num_samples: int) -> Iterator[tu
       mask[len(idx):] = 0.0
       idx = np.concatenate([idx, np.zeros(batch_size - len(idx), dtype=idx.dtype)])
     yield shard.batch(idx), mask
+
+
+def eval_window(shard: Shard, batch_size: int, n_batches: int, start: int = 0) -> Iterator[dict[str, np.ndarray]]:
+  """tinygrad's batch_load_val_bert: `n_batches` batches of consecutive rows from row `start`, wrapping around the
+  end of the eval set (train_bert keeps one such iterator for the whole run, so each eval starts where the last
+  one stopped)."""
+  n = len(shard)
+  for i in range(n_batches):
+    yield shard.batch((start + i * batch_size + np.arange(batch_size)) % n)
 
 
 def list_shards(directory: str | os.PathLike, pattern: str = "*.shard") -> list[Path]:

@@ -29,7 +29,8 @@ def closed_log(data, tmp_path_factory):
   green = load_platform(REPO / "profiles/tinybox_green/platform.yaml")
   # the tinybox_green settings, sized down to run on the CPU: fp32, one device, a tiny model and few steps
   over = dict(DEV="CPU", GPUS=1, BS=4, EVAL_BS=8, DEFAULT_FLOAT="FLOAT32", SUM_DTYPE="FLOAT32", BEAM=0,
-              TRAIN_STEPS=4, EVAL_STEP_FREQ=2, EVAL_SAMPLES=20, INIT_BENCHMARK_STEPS=2, SAVE_CKPT_FREQ=3)
+              TRAIN_STEPS=4, EVAL_STEP_FREQ=2, EVAL_SAMPLES=20, INIT_BENCHMARK_STEPS=2, SAVE_CKPT_FREQ=3,
+              CACHE_CLEAR=False)  # the kernel cache is shared with other processes on this machine
   hp = resolve(green, over, seed=7, eval_examples=20)
   assert hp["SUBMISSION_DIVISION"] == "closed" and hp["SUBMISSION_PLATFORM"] == "tinybox_green"
   run = TrainRun(hp, shard_paths=data["shards"], eval_path=data["eval"], bert_config=data["config"],
@@ -71,9 +72,11 @@ def test_log_content_and_key_set(closed_log):
         for l in text.splitlines() if ":::MLLOG" in l}
   assert ev["global_batch_size"]["value"] == 4 and ev["seed"]["value"] == 7
   assert ev["max_sequence_length"]["value"] == SEQ and ev["max_predictions_per_seq"]["value"] == PRED
-  assert ev["eval_samples"]["value"] == 20 and ev["train_samples"]["value"] == 16
+  # EVAL_METRIC tinygrad (the default) reads EVAL_BS * MAX_EVAL_STEPS = 8 * 3 samples per eval and logs that
+  assert ev["eval_samples"]["value"] == 24 and ev["train_samples"]["value"] == 16
+  assert ev["eval_metric"]["value"] == "tinygrad" and ev["cache_clear"]["value"] is False
   assert ev["opt_lamb_beta_1"]["value"] == 0.9 and ev["opt_base_learning_rate"]["value"] == pytest.approx(0.000175 * (4 / 96) ** 0.5)
-  assert ev["eval_stop"]["metadata"]["samples_count"] == 20
+  assert ev["eval_stop"]["metadata"]["samples_count"] == 24
   assert ev["eval_accuracy"]["metadata"]["epoch_num"] == 16
 
 
