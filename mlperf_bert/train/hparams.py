@@ -23,9 +23,11 @@ INT, FLOAT, STR, BOOL = (int,), (int, float), (str,), (bool,)
 TINYGRAD_ENV: dict[str, tuple] = {
   "DEV": STR, "DEFAULT_FLOAT": STR, "SUM_DTYPE": STR, "IGNORE_OOB": INT, "BEAM": INT, "BEAM_UOPS_MAX": INT,
   "BEAM_UPCAST_MAX": INT, "BEAM_LOCAL_MAX": INT, "BEAM_MIN_PROGRESS": INT, "IGNORE_JIT_FIRST_BEAM": INT,
-  "HCQDEV_WAIT_TIMEOUT_MS": INT, "FUSE_ARANGE": INT, "FUSE_ARANGE_UINT": INT, "USE_ATOMICS": INT, "DEBUG": INT,
-  "JIT": INT, "CACHELEVEL": INT,
+  "HCQDEV_WAIT_TIMEOUT_MS": INT, "USE_ATOMICS": INT, "DEBUG": INT, "JIT": INT, "CACHELEVEL": INT,
+  "BEAM_LOG_SURPASS_MAX": INT,
 }
+# IGNORE_OOB: the v5.1 scripts export it; tinygrad 0.14 no longer reads it (kept so the profiles match the scripts).
+# FUSE_ARANGE / FUSE_ARANGE_UINT (v5.0 scripts) were removed from tinygrad (702e38dc19, e701106a64) and are refused.
 # hyperparameters and run settings, with their types (None-able where the default is derived)
 HPARAMS: dict[str, tuple] = {
   "GPUS": INT, "BS": INT, "EVAL_BS": INT, "GRADIENT_ACC_STEPS": INT,
@@ -35,7 +37,7 @@ HPARAMS: dict[str, tuple] = {
   "BERT_LAYERS": INT, "BERT_HIDDEN_SIZE": INT, "BERT_NUM_HEADS": INT, "BERT_INTERMEDIATE_SIZE": INT,
   "EVAL_SAMPLES": INT, "INIT_BENCHMARK_STEPS": INT, "INIT_BERT_LAYERS": INT,
   "FREE_INTERMEDIATE": INT, "DISABLE_DROPOUT": BOOL, "NUM_CPU_THREADS": INT, "EVAL_METRIC": STR,
-  "CACHE_CLEAR": BOOL,
+  "CACHE_CLEAR": BOOL, "TRAIN_BEAM": INT, "EVAL_BEAM": INT, "PARALLEL": INT,
   "SUBMISSION_PLATFORM": STR, "SUBMISSION_DIVISION": STR, "SUBMISSION_ORG": STR, "SUBMISSION_STATUS": STR,
 }
 KNOWN = {**TINYGRAD_ENV, **HPARAMS}

@@ -105,6 +105,9 @@ class Steps:
     self.trainer = Trainer(self.model.decay_parameters(), self.model.no_decay_parameters(), optim_config(hp))
     self.train_step = TinyJit(self._train_step)
     self.eval_step = TinyJit(self._eval_step)
+    # TRAIN_BEAM / EVAL_BEAM: the BEAM of each jitted step (train_bert sets BEAM.value before each; default BEAM)
+    self.train_ctx = {"BEAM": hp["TRAIN_BEAM"]} if hp.get("TRAIN_BEAM") is not None else {}
+    self.eval_ctx = {"BEAM": hp["EVAL_BEAM"]} if hp.get("EVAL_BEAM") is not None else {}
 
   def _place(self, *ts: Tensor):
     for t in ts:
@@ -139,10 +142,10 @@ class Steps:
       return correct, total, lm_loss_sum, batch_acc
 
   def train(self, b: dict[str, np.ndarray]):
-    return self.train_step(*[Tensor(b[k]) for k in FEATURES])
+    with Context(**self.train_ctx): return self.train_step(*[Tensor(b[k]) for k in FEATURES])
 
   def evaluate(self, b: dict[str, np.ndarray], row_mask: np.ndarray):
-    return self.eval_step(*[Tensor(b[k]) for k in FEATURES], Tensor(row_mask))
+    with Context(**self.eval_ctx): return self.eval_step(*[Tensor(b[k]) for k in FEATURES], Tensor(row_mask))
 
   # ---- state for checkpoints ----
   def state_tensors(self) -> dict[str, Tensor]:
@@ -306,7 +309,9 @@ class TrainRun:
         self.say(f"resuming from {resume[0]} at step {step} (sample {position})")
         log.event("resume_from_checkpoint", None, step_num=step, samples_count=position)
       if fresh_log: log.epoch_start(step * gbs)
-      return self._loop(steps, log, step, position, stop_after, on_step)
+      # PARALLEL: the v5.1 scripts run the RUN phase with PARALLEL=0 (the INIT phase keeps tinygrad's default)
+      with Context(**({"PARALLEL": hp["PARALLEL"]} if hp.get("PARALLEL") is not None else {})):
+        return self._loop(steps, log, step, position, stop_after, on_step)
     finally:
       log.close()
 
