@@ -88,3 +88,20 @@ def test_result_log_writes_only_mllog_lines(tmp_path, capsys):
   assert len(lines) == 2 and all(l.startswith(":::MLLOG ") for l in lines)
   assert '"status": "success"' in lines[1]
   assert capsys.readouterr().out.count(":::MLLOG") == 2
+
+
+def test_cache_clear_empties_tinygrad_kernel_cache(tmp_path):
+  """CACHE_CLEAR: the INIT phase empties tinygrad's disk cache (as train_bert) and logs whether it did. Runs in a
+  subprocess with its own CACHEDB so the cache other processes on this machine share is left alone."""
+  import subprocess, sys
+  code = ("from tinygrad.helpers import diskcache_put, diskcache_get\n"
+          "from mlperf_bert.train.run import clear_kernel_cache\n"
+          "diskcache_put('t', 'k', 41)\n"
+          "assert diskcache_get('t', 'k') == 41\n"
+          "assert clear_kernel_cache(False) is False and diskcache_get('t', 'k') == 41\n"
+          "assert clear_kernel_cache(True) is True and diskcache_get('t', 'k') is None\n"
+          "print('ok')\n")
+  import os
+  env = {**os.environ, "CACHEDB": str(tmp_path / "cache.db"), "CACHELEVEL": "2"}
+  r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+  assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
