@@ -145,7 +145,9 @@ def test_stream_equals_tinygrad_batch_load_train_bert(shard_dir, tmp_path, tinyg
     with open(tmp_path / "train" / (sh.path.stem + ".pkl"), "wb") as f: pickle.dump(rows, f)
   total = sum(len(s) for s in shards)
   env = {**os.environ, "PYTHONPATH": str(tinygrad_checkout), "BASEDIR": str(tmp_path), "NUM_CPU_THREADS": str(threads),
-         "DEV": "CPU", "CPU": "1"}
+         "DEV": "CPU", "CPU": "1",
+         # its file listing is @diskcache'd: a private cache, or it returns another run's files
+         "CACHEDB": str(tmp_path / "tinygrad-cache.db")}
   r = subprocess.run([sys.executable, "-c", _ORACLE, str(seed), str(total)], cwd=tinygrad_checkout, env=env,
                      capture_output=True, text=True, timeout=300)
   assert r.returncode == 0, r.stderr[-2000:]
