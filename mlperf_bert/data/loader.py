@@ -1,15 +1,25 @@
 """Training and eval batches from shard files.
 
-Training stream (as tinygrad's batch_load_train_bert / the reference's TF input pipeline, in spirit):
-  * the shard files are shuffled with the seed (epoch e uses the seed and e, so every epoch has its own order);
-  * `cycle_length` files are read at once, one sample from each in turn (round robin); when a file runs out its
-    slot takes the next file of the order, and when none is left the slot leaves the rotation;
+Training stream: the sample order of tinygrad's `batch_load_train_bert` (examples/mlperf/dataloader.py, v5.1),
+for the same seed and the same (name-sorted) shard files:
+  * file order: TF's shuffle as tinygrad does it: `while files: shuffle(files); order.append(files.pop(0))`, with
+    Python's `random` seeded with SEED (tinygrad leaves the global `random` unseeded, so its order differs from
+    run to run; seeding it with SEED is the only change, and makes the stream reproducible);
+  * `cycle_length` = min(NUM_CPU_THREADS, number of files) files are read at once (tinygrad: NUM_CPU_THREADS,
+    default min(os.cpu_count(), 8); here default 8, the value on any machine with 8 or more cores): one sample
+    from each in turn. The pointer starts at the last slot and advances before each read; when the slot it
+    lands on is empty, the next file of the order is loaded into it and the read moves on to the following slot
+    (the refilled slot is skipped for this turn, as tinygrad's InterleavedDataset does); an empty slot with no
+    file left stays out of the rotation;
   * consecutive samples make batches of BS.
+tinygrad's stream ends after one pass over the files (3.6M samples of BERT-large use a fraction of one pass);
+here a second pass ("epoch" 1, 2, ...) starts with its own seeded order, so small datasets can train longer.
 The stream is a pure function of (files, seed, cycle_length): sample number `position` is always the same one,
 so a resumed run that starts at the saved position continues the same stream (`TrainLoader(..., position=p)`
 jumps there without reading data). A background thread prepares batches ahead of the trainer.
 
-Eval: the eval shard in order, the first `num_samples` rows, batches of EVAL_BS; the last partial batch is
+Eval (EVAL_METRIC tinygrad, the default): `eval_window`, tinygrad's wrapping eval iterator. Eval (EVAL_METRIC
+pooled): the eval shard in order, the first `num_samples` rows, batches of EVAL_BS; the last partial batch is
 padded with copies of row 0 and its `row_mask` marks real rows, so accuracy counts exactly `num_samples` rows.
 """
 from __future__ import annotations
@@ -23,7 +33,7 @@ import numpy as np
 from mlperf_bert.errors import UserError
 from mlperf_bert.data.shards import Shard
 
-DEFAULT_CYCLE_LENGTH = 4
+DEFAULT_CYCLE_LENGTH = 8  # tinygrad: NUM_CPU_THREADS, default min(os.cpu_count(), 8)
 
 
 def open_shards(paths: Sequence[str | os.PathLike], max_seq_length: int | None = None,
@@ -47,27 +57,32 @@ def open_shards(paths: Sequence[str | os.PathLike], max_seq_length: int | None =
   return out
 
 
-def file_order(n_files: int, seed: int, epoch: int) -> list[int]:
-  """The shuffled file order of one epoch."""
-  order = list(range(n_files))
-  random.Random(f"{seed}:{epoch}").shuffle(order)
+def file_order(n_files: int, seed: int, epoch: int = 0) -> list[int]:
+  """The file order of one pass: tinygrad's shuffle-and-pop (TF shuffle) with `random` seeded by the seed
+  (pass 0: exactly `random.seed(seed)` before batch_load_train_bert; later passes: seeded with seed and pass)."""
+  rng = random.Random(seed if epoch == 0 else f"{seed}:{epoch}")
+  fs, order = list(range(n_files)), []
+  while fs:
+    rng.shuffle(fs)
+    order.append(fs.pop(0))
   return order
 
 
 @dataclass
 class StreamState:
-  """Where the round-robin interleave is: slots of [file, offset], the pointer, the next file of the order."""
+  """Where the interleave is: slots of [file, offset] (None: empty, no file left), the pointer, the next file."""
   lengths: list[int]
   seed: int
   cycle_length: int
   epoch: int = 0
   order: list[int] = field(default_factory=list)
   next_file: int = 0
-  slots: list[list[int]] = field(default_factory=list)
+  slots: list = field(default_factory=list)
   ptr: int = 0
   position: int = 0
 
   def __post_init__(self):
+    if self.cycle_length < 1: raise UserError(f"NUM_CPU_THREADS={self.cycle_length}: the loader needs at least 1")
     self._start_epoch(0)
 
   def _start_epoch(self, epoch: int):
@@ -75,39 +90,36 @@ class StreamState:
     self.order = file_order(len(self.lengths), self.seed, epoch)
     k = min(self.cycle_length, len(self.order))
     self.slots = [[f, 0] for f in self.order[:k]]
-    self.next_file, self.ptr = k, 0
+    self.next_file, self.ptr = k, k - 1
 
-  def _settle(self):
-    """Make slots[ptr] a slot with data (refill or drop exhausted slots; new epoch when all are done)."""
+  def _advance(self):
+    """Move the pointer to the next slot that has data, refilling empty slots on the way (as tinygrad's get)."""
     while True:
-      if not self.slots: self._start_epoch(self.epoch + 1); continue
+      self.ptr = (self.ptr + 1) % len(self.slots)
       s = self.slots[self.ptr]
-      if s[1] < self.lengths[s[0]]: return
+      if s is not None and s[1] < self.lengths[s[0]]: return
       if self.next_file < len(self.order):
         self.slots[self.ptr] = [self.order[self.next_file], 0]; self.next_file += 1
       else:
-        del self.slots[self.ptr]
-        if self.slots: self.ptr %= len(self.slots)
-        else: self.ptr = 0
+        self.slots[self.ptr] = None
+        if all(x is None for x in self.slots): self._start_epoch(self.epoch + 1)
 
   def take(self) -> tuple[int, int]:
-    self._settle()
+    self._advance()
     s = self.slots[self.ptr]
     out = (s[0], s[1])
     s[1] += 1
-    self.ptr = (self.ptr + 1) % len(self.slots)
     self.position += 1
     return out
 
   def skip(self, n: int):
-    """Advance n samples without reading data: whole rounds at once, single steps near slot changes."""
+    """Advance n samples without reading data: whole rounds at once while no slot runs dry, single steps otherwise."""
     while n > 0:
-      self._settle()
-      k = len(self.slots)
-      rounds = min(n // k, min(self.lengths[f] - o for f, o in self.slots))
+      live = [s for s in self.slots if s is not None]
+      rounds = min(n // len(live), min(self.lengths[f] - o for f, o in live)) if live else 0
       if rounds > 0:
-        for s in self.slots: s[1] += rounds
-        n -= rounds * k; self.position += rounds * k
+        for s in live: s[1] += rounds
+        n -= rounds * len(live); self.position += rounds * len(live)
       else:
         self.take(); n -= 1
 
@@ -188,6 +200,15 @@ def eval_batches(shard: Shard, batch_size: int, num_samples: int) -> Iterator[tu
       mask[len(idx):] = 0.0
       idx = np.concatenate([idx, np.zeros(batch_size - len(idx), dtype=idx.dtype)])
     yield shard.batch(idx), mask
+
+
+def eval_window(shard: Shard, batch_size: int, n_batches: int, start: int = 0) -> Iterator[dict[str, np.ndarray]]:
+  """tinygrad's batch_load_val_bert: `n_batches` batches of consecutive rows from row `start`, wrapping around the
+  end of the eval set (train_bert keeps one such iterator for the whole run, so each eval starts where the last
+  one stopped)."""
+  n = len(shard)
+  for i in range(n_batches):
+    yield shard.batch((start + i * batch_size + np.arange(batch_size)) % n)
 
 
 def list_shards(directory: str | os.PathLike, pattern: str = "*.shard") -> list[Path]:

@@ -23,9 +23,11 @@ INT, FLOAT, STR, BOOL = (int,), (int, float), (str,), (bool,)
 TINYGRAD_ENV: dict[str, tuple] = {
   "DEV": STR, "DEFAULT_FLOAT": STR, "SUM_DTYPE": STR, "IGNORE_OOB": INT, "BEAM": INT, "BEAM_UOPS_MAX": INT,
   "BEAM_UPCAST_MAX": INT, "BEAM_LOCAL_MAX": INT, "BEAM_MIN_PROGRESS": INT, "IGNORE_JIT_FIRST_BEAM": INT,
-  "HCQDEV_WAIT_TIMEOUT_MS": INT, "FUSE_ARANGE": INT, "FUSE_ARANGE_UINT": INT, "USE_ATOMICS": INT, "DEBUG": INT,
-  "JIT": INT, "CACHELEVEL": INT,
+  "HCQDEV_WAIT_TIMEOUT_MS": INT, "USE_ATOMICS": INT, "DEBUG": INT, "JIT": INT, "CACHELEVEL": INT,
+  "BEAM_LOG_SURPASS_MAX": INT,
 }
+# IGNORE_OOB: the v5.1 scripts export it; tinygrad 0.14 no longer reads it (kept so the profiles match the scripts).
+# FUSE_ARANGE / FUSE_ARANGE_UINT (v5.0 scripts) were removed from tinygrad (702e38dc19, e701106a64) and are refused.
 # hyperparameters and run settings, with their types (None-able where the default is derived)
 HPARAMS: dict[str, tuple] = {
   "GPUS": INT, "BS": INT, "EVAL_BS": INT, "GRADIENT_ACC_STEPS": INT,
@@ -34,12 +36,14 @@ HPARAMS: dict[str, tuple] = {
   "EVAL_STEP_FREQ": INT, "SAVE_CKPT_FREQ": INT, "KEEP_CKPT_AMOUNT": INT, "TARGET": FLOAT,
   "BERT_LAYERS": INT, "BERT_HIDDEN_SIZE": INT, "BERT_NUM_HEADS": INT, "BERT_INTERMEDIATE_SIZE": INT,
   "EVAL_SAMPLES": INT, "INIT_BENCHMARK_STEPS": INT, "INIT_BERT_LAYERS": INT,
-  "FREE_INTERMEDIATE": INT, "DISABLE_DROPOUT": BOOL,
+  "FREE_INTERMEDIATE": INT, "DISABLE_DROPOUT": BOOL, "NUM_CPU_THREADS": INT, "EVAL_METRIC": STR,
+  "CACHE_CLEAR": BOOL, "TRAIN_BEAM": INT, "EVAL_BEAM": INT, "PARALLEL": INT,
   "SUBMISSION_PLATFORM": STR, "SUBMISSION_DIVISION": STR, "SUBMISSION_ORG": STR, "SUBMISSION_STATUS": STR,
 }
 KNOWN = {**TINYGRAD_ENV, **HPARAMS}
 FLOAT_NAMES = {"HALF": "half", "FLOAT16": "half", "BFLOAT16": "bfloat16", "FLOAT": "float32", "FLOAT32": "float32"}
 HALF_TYPES = {"half", "bfloat16"}
+EVAL_METRICS = ("tinygrad", "pooled")
 
 
 def known_devices() -> set[str]:
@@ -134,6 +138,17 @@ def resolve(platform: dict[str, Any], overrides: dict[str, Any] | None = None, s
   hp.setdefault("INIT_BENCHMARK_STEPS", 10)
   hp.setdefault("INIT_BERT_LAYERS", 2)
   hp.setdefault("DISABLE_DROPOUT", False)
+  # files the train loader interleaves (tinygrad: NUM_CPU_THREADS, default min(os.cpu_count(), 8))
+  hp.setdefault("NUM_CPU_THREADS", 8)
+  if hp["NUM_CPU_THREADS"] < 1: raise UserError(f"NUM_CPU_THREADS={hp['NUM_CPU_THREADS']} must be at least 1")
+  # masked-LM accuracy: "tinygrad" = train_bert's mean of per-batch accuracies over MAX_EVAL_STEPS batches read from
+  # an eval iterator that persists between evals and wraps; "pooled" = MLCommons' correct/total over the first
+  # EVAL_SAMPLES rows (docs/parity.md)
+  hp.setdefault("EVAL_METRIC", "tinygrad")
+  # the INIT phase empties tinygrad's kernel disk cache (as train_bert, before it logs cache_clear True)
+  hp.setdefault("CACHE_CLEAR", True)
+  if hp["EVAL_METRIC"] not in EVAL_METRICS:
+    raise UserError(f"EVAL_METRIC={hp['EVAL_METRIC']!r}: use one of {', '.join(EVAL_METRICS)}")
   hp.setdefault("SUBMISSION_ORG", "tinycorp")
   hp.setdefault("SUBMISSION_PLATFORM", "tinybox")
   hp.setdefault("SUBMISSION_DIVISION", "open")

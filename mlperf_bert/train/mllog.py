@@ -55,14 +55,14 @@ class ResultLog:
   def _start(self, key, value=None, **md): self.start(key, value, _depth=4, **md)
   def _end(self, key, value=None, **md): self.end(key, value, _depth=4, **md)
 
-  def init_header(self, hp: dict[str, Any]):
-    """Submission keys, cache_clear and init_start (the INIT phase opens)."""
+  def init_header(self, hp: dict[str, Any], cache_cleared: bool = True):
+    """Submission keys, cache_clear (whether tinygrad's kernel cache was cleared) and init_start."""
     self._event(C.SUBMISSION_ORG, hp["SUBMISSION_ORG"])
     self._event(C.SUBMISSION_PLATFORM, hp["SUBMISSION_PLATFORM"])
     self._event(C.SUBMISSION_DIVISION, hp["SUBMISSION_DIVISION"])
     self._event(C.SUBMISSION_STATUS, hp["SUBMISSION_STATUS"])
     self._event(C.SUBMISSION_BENCHMARK, C.BERT)
-    self._event(C.CACHE_CLEAR, True)
+    self._event(C.CACHE_CLEAR, bool(cache_cleared))
     self._start(C.INIT_START)
 
   def init_stop(self): self._event(C.INIT_STOP)
@@ -87,6 +87,8 @@ class ResultLog:
     self._event("opt_learning_rate_training_steps", hp["TRAIN_STEPS"])
     self._event(C.GRADIENT_ACCUMULATION_STEPS, hp["GRADIENT_ACC_STEPS"])
     self._event(C.EVAL_SAMPLES, eval_samples)
+    # how eval_accuracy is computed (EVAL_METRIC, docs/parity.md): tinygrad's per-batch mean or the pooled one
+    self._event("eval_metric", hp.get("EVAL_METRIC", "pooled"))
     self._event(C.TRAIN_SAMPLES, hp["GLOBAL_BATCH_SIZE"] * hp["TRAIN_STEPS"])
 
   def epoch_start(self, samples: int): self._start(C.EPOCH_START, samples, epoch_num=samples)

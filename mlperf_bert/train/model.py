@@ -7,7 +7,10 @@ converted MLPerf checkpoint therefore loads name for name, shape for shape, with
 
 Precision: parameters are stored in `param_dtype` (float32 by default) and cast to the compute `dtype`
 where they are used, so `dtype=dtypes.half` gives fp16 matmuls and activations with fp32 master weights.
-LayerNorm, the attention softmax and the losses always run in float32.
+The casts sit where tinygrad's train_bert (extra/models/bert.py with examples/mlperf/initializers.py) puts them:
+LayerNorm normalizes in float32 and applies gamma/beta in the compute dtype; attention scores are computed in
+float32, the mask added, then cast to the compute dtype before the softmax (Tensor.scaled_dot_product_attention);
+the masked-LM decoder multiplies by the float32 word embeddings (so it runs in float32); the losses run in float32.
 
 Dropout is active only under `tinygrad.Context(TRAINING=1)` (tinygrad's `Tensor.dropout` reads it).
 """
@@ -226,8 +229,8 @@ class BertForPretraining:
     return x.matmul(self._w(f"{prefix}/kernel")) + self._w(f"{prefix}/bias")
 
   def _layer_norm(self, x: Tensor, prefix: str) -> Tensor:
-    y = x.float().layernorm(eps=LAYER_NORM_EPS)
-    return (y * self.params[f"{prefix}/gamma"].float() + self.params[f"{prefix}/beta"].float()).cast(self.dtype)
+    y = x.float().layernorm(eps=LAYER_NORM_EPS).cast(self.dtype)
+    return y * self._w(f"{prefix}/gamma") + self._w(f"{prefix}/beta")
 
   def _attention(self, x: Tensor, mask_add: Tensor, prefix: str) -> Tensor:
     B, S, _ = x.shape
@@ -237,7 +240,7 @@ class BertForPretraining:
     k = heads(self._dense(x, f"{prefix}/self/key"))
     v = heads(self._dense(x, f"{prefix}/self/value"))
     scores = q.matmul(k.transpose(-2, -1), dtype=dtypes.float32) * (1.0 / math.sqrt(hs)) + mask_add
-    probs = scores.softmax(-1).dropout(self.config.attention_probs_dropout_prob).cast(self.dtype)
+    probs = scores.cast(self.dtype).softmax(-1).dropout(self.config.attention_probs_dropout_prob)
     ctx = probs.matmul(v).permute(0, 2, 1, 3).reshape(B, S, nh * hs)
     out = self._dense(ctx, f"{prefix}/output/dense").dropout(self.config.hidden_dropout_prob)
     return self._layer_norm(out + x, f"{prefix}/output/LayerNorm")
@@ -278,7 +281,8 @@ class BertForPretraining:
     idx = masked_lm_positions.cast(dtypes.int32).reshape(B, P, 1).expand(B, P, self.config.hidden_size)
     h = seq.gather(1, idx)
     h = self._layer_norm(_gelu(self._dense(h, "cls/predictions/transform/dense")), "cls/predictions/transform/LayerNorm")
-    mlm_logits = (h.matmul(self._w("bert/embeddings/word_embeddings").T) + self._w("cls/predictions/output_bias"))
+    # the decoder multiplies by the float32 table (as tinygrad's BertLMPredictionHead): float32 under HALF too
+    mlm_logits = h.matmul(self.params["bert/embeddings/word_embeddings"].T) + self.params["cls/predictions/output_bias"]
     # contiguous: the vocab-wide matmul is materialized once and reused by the backward pass
     return mlm_logits.float().contiguous(), nsp_logits
 
@@ -290,7 +294,10 @@ class BertForPretraining:
                  next_sentence_labels: Tensor) -> tuple[Tensor, Tensor]:
     """(masked-LM loss, next-sentence loss), both float32 scalars.
 
-    Masked LM: sum(w * nll) / (sum(w) + 1e-5) over all predictions; next sentence: mean cross-entropy.
+    Masked LM: sum(w * nll) / (sum(w) + 1e-5) over all predictions. Next sentence: tinygrad's
+    `binary_crossentropy_logits` of the (B, 2) logits against the (B, 1) labels broadcast to (B, 2), i.e. the mean
+    over both columns of -(y log sigmoid(z) + (1 - y) log sigmoid(-z)) (MLCommons' reference takes the softmax
+    cross-entropy of the two logits instead; see docs/parity.md).
     """
     V = mlm_logits.shape[-1]
     logp = mlm_logits.float().log_softmax(-1)
@@ -298,9 +305,8 @@ class BertForPretraining:
     nll = -(onehot.where(logp, 0.0).sum(-1))
     w = masked_lm_weights.float()
     mlm = (w * nll).sum() / (w.sum() + MLM_LOSS_EPS)
-    nsp_logp = nsp_logits.float().log_softmax(-1)
-    nsp_onehot = next_sentence_labels.cast(dtypes.int32).reshape(-1, 1)._one_hot_along_dim(2, dim=-1)
-    nsp = -(nsp_onehot.where(nsp_logp, 0.0).sum(-1)).mean()
+    z, y = nsp_logits.float(), next_sentence_labels.float().reshape(-1, 1)
+    nsp = -(y * z.logsigmoid() + (1 - y) * (-z).logsigmoid()).mean()
     return mlm, nsp
 
   @classmethod
@@ -309,6 +315,14 @@ class BertForPretraining:
     """Total pretraining loss: masked-LM loss + next-sentence loss (float32 scalar)."""
     mlm, nsp = cls.loss_terms(mlm_logits, nsp_logits, masked_lm_ids, masked_lm_weights, next_sentence_labels)
     return mlm + nsp
+
+  @staticmethod
+  def batch_accuracy(mlm_logits: Tensor, masked_lm_ids: Tensor) -> Tensor:
+    """tinygrad's per-batch masked-LM accuracy: correct predictions over positions whose label id is not 0
+    (the padding of masked_lm_ids), float32 scalar (train_bert averages it over the eval batches)."""
+    ids = masked_lm_ids.cast(dtypes.int32)
+    valid = (ids != 0).float()
+    return ((mlm_logits.argmax(-1) == ids).float() * valid).sum() / valid.sum()
 
   @staticmethod
   def accuracy_parts(mlm_logits: Tensor, masked_lm_ids: Tensor, masked_lm_weights: Tensor,

@@ -2,8 +2,9 @@
 
 The learning-rate schedule (step k counts optimizer updates from 0):
   k <  warmup:  lr = base_lr * k / warmup                     (the first update has lr 0, as the reference's)
-  k >= warmup:  lr = (base_lr - end_lr) * (1 - (k - warmup) / (train_steps - warmup)) ** power + end_lr
-so the rate reaches `end_lr` (0) exactly at `train_steps`. `lr_at` is the numpy formula, `Schedule` the same
+  k >= warmup:  lr = (base_lr - end_lr) * (1 - (k - warmup) / (train_steps - warmup + 1)) ** power + end_lr
+as tinygrad's PolynomialDecayWithWarmup (examples/mlperf/lr_schedulers.py) computes it: the `+ 1` means the last
+update (k = train_steps - 1) still has a rate of 2/(train_steps - warmup + 1) of the peak, not 0. `lr_at` is the numpy formula, `Schedule` the same
 computed on the device inside the jitted step (its counter is part of the training state).
 """
 from __future__ import annotations
@@ -34,7 +35,7 @@ def lr_at(step, base_lr: float, warmup_steps: int, train_steps: int, power: floa
   """The schedule as a numpy formula (scalar or array of steps)."""
   k = np.asarray(step, dtype=np.float64)
   warm = base_lr * k / max(warmup_steps, 1)
-  frac = np.clip(1.0 - (k - warmup_steps) / max(train_steps - warmup_steps, 1), 0.0, 1.0)
+  frac = np.clip(1.0 - (k - warmup_steps) / (train_steps - warmup_steps + 1), 0.0, 1.0)
   decay = (base_lr - end_lr) * frac ** power + end_lr
   return np.where(k < warmup_steps, warm, decay)
 
@@ -48,7 +49,7 @@ class Schedule:
   def lr(self) -> Tensor:
     c, k = self.cfg, self.step
     warm = k * (c.base_lr / max(c.warmup_steps, 1))
-    frac = (1.0 - (k - c.warmup_steps) * (1.0 / max(c.train_steps - c.warmup_steps, 1))).clip(0.0, 1.0)
+    frac = (1.0 - (k - c.warmup_steps) / (c.train_steps - c.warmup_steps + 1)).clip(0.0, 1.0)
     if c.poly_power == 1.0: shaped = frac
     else: shaped = (frac > 0).where(frac.maximum(1e-30) ** c.poly_power, 0.0)
     decay = shaped * (c.base_lr - c.end_lr) + c.end_lr

@@ -31,7 +31,7 @@ from tqdm import tqdm
 from mlperf_bert.errors import UserError
 from mlperf_bert.fileio import atomic_path
 from mlperf_bert.constants import FEATURES
-from mlperf_bert.data.loader import TrainLoader, eval_batches, open_shards
+from mlperf_bert.data.loader import TrainLoader, eval_batches, eval_window, open_shards
 from mlperf_bert.train.mllog import ResultLog
 from mlperf_bert.train.model import BertConfig, BertForPretraining
 from mlperf_bert.train.optim import OptimConfig, Trainer
@@ -67,6 +67,15 @@ def optim_config(hp: dict[str, Any]) -> OptimConfig:
                      loss_scaler=hp["LOSS_SCALER"])
 
 
+def clear_kernel_cache(enabled: bool) -> bool:
+  """CACHE_CLEAR: empty tinygrad's disk cache of compiled kernels (CACHEDB, ~/.cache/tinygrad/cache.db) as
+  train_bert's INIT phase does before it logs cache_clear; returns whether it did (the value logged)."""
+  if not enabled: return False
+  from tinygrad.helpers import diskcache_clear
+  diskcache_clear()
+  return True
+
+
 def fake_batch(bs: int, seq: int, pred: int, vocab: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
   """Random data of the real shapes (the INIT phase compiles on it)."""
   return {"input_ids": rng.integers(0, vocab, (bs, seq), dtype=np.int32),
@@ -96,6 +105,9 @@ class Steps:
     self.trainer = Trainer(self.model.decay_parameters(), self.model.no_decay_parameters(), optim_config(hp))
     self.train_step = TinyJit(self._train_step)
     self.eval_step = TinyJit(self._eval_step)
+    # TRAIN_BEAM / EVAL_BEAM: the BEAM of each jitted step (train_bert sets BEAM.value before each; default BEAM)
+    self.train_ctx = {"BEAM": hp["TRAIN_BEAM"]} if hp.get("TRAIN_BEAM") is not None else {}
+    self.eval_ctx = {"BEAM": hp["EVAL_BEAM"]} if hp.get("EVAL_BEAM") is not None else {}
 
   def _place(self, *ts: Tensor):
     for t in ts:
@@ -109,8 +121,11 @@ class Steps:
       mlm, nsp = self.model.forward(input_ids, segment_ids, input_mask, positions)
       loss = self.model.loss(mlm, nsp, lm_ids, lm_weights, ns_labels)
       self.trainer.backward(loss)
+      # the loss and the grads are realized before the update (as train_bert realizes the grads); train_bert realizes
+      # its loss only after optimizer.step() changed the weights in place, so the loss it prints is partly computed on
+      # the new weights (docs/parity.md); this one is the loss at the weights the gradient was taken at
+      Tensor.realize(loss, *[p.grad for p in self.trainer.params if p.grad is not None])
       global_norm, lr = self.trainer.clip_and_step()
-      Tensor.realize(loss)
       return loss, global_norm, lr
 
   def _eval_step(self, input_ids, input_mask, segment_ids, positions, lm_ids, lm_weights, ns_labels, row_mask):
@@ -118,18 +133,19 @@ class Steps:
       self._place(input_ids, segment_ids, input_mask, positions, lm_ids, lm_weights, ns_labels, row_mask)
       mlm, nsp = self.model.forward(input_ids, segment_ids, input_mask, positions)
       correct, total = self.model.accuracy_parts(mlm, lm_ids, lm_weights, row_mask)
+      batch_acc = self.model.batch_accuracy(mlm, lm_ids)
       w = lm_weights.float() * row_mask.float().reshape(-1, 1)
       nll = -(lm_ids.cast(dtypes.int32).unsqueeze(-1)._one_hot_along_dim(mlm.shape[-1], dim=-1)
               .where(mlm.log_softmax(-1), 0.0).sum(-1))
       lm_loss_sum = (w * nll).sum()
-      Tensor.realize(correct, total, lm_loss_sum)
-      return correct, total, lm_loss_sum
+      Tensor.realize(correct, total, lm_loss_sum, batch_acc)
+      return correct, total, lm_loss_sum, batch_acc
 
   def train(self, b: dict[str, np.ndarray]):
-    return self.train_step(*[Tensor(b[k]) for k in FEATURES])
+    with Context(**self.train_ctx): return self.train_step(*[Tensor(b[k]) for k in FEATURES])
 
   def evaluate(self, b: dict[str, np.ndarray], row_mask: np.ndarray):
-    return self.eval_step(*[Tensor(b[k]) for k in FEATURES], Tensor(row_mask))
+    with Context(**self.eval_ctx): return self.eval_step(*[Tensor(b[k]) for k in FEATURES], Tensor(row_mask))
 
   # ---- state for checkpoints ----
   def state_tensors(self) -> dict[str, Tensor]:
@@ -214,7 +230,7 @@ class TrainRun:
   def _init_phase(self, log: ResultLog | None):
     """Compile the steps on fake data with a throw-away model of INIT_BERT_LAYERS layers (as train_bert's INIT)."""
     hp = self.hp
-    if log: log.init_header(hp)
+    if log: log.init_header(hp, cache_cleared=clear_kernel_cache(hp["CACHE_CLEAR"]))
     n = hp["INIT_BENCHMARK_STEPS"]
     if n > 0:
       st = time.perf_counter()
@@ -286,7 +302,7 @@ class TrainRun:
     try:
       if fresh_log: self._init_phase(log)
       else: self._init_phase(None)
-      if fresh_log: log.run_header(hp, self.seq, self.pred, hp["EVAL_SAMPLES"])
+      if fresh_log: log.run_header(hp, self.seq, self.pred, self.eval_samples())
       steps = self._build()
       step, position = 0, 0
       if resume is not None:
@@ -295,17 +311,38 @@ class TrainRun:
         self.say(f"resuming from {resume[0]} at step {step} (sample {position})")
         log.event("resume_from_checkpoint", None, step_num=step, samples_count=position)
       if fresh_log: log.epoch_start(step * gbs)
-      return self._loop(steps, log, step, position, stop_after, on_step)
+      # PARALLEL: the v5.1 scripts run the RUN phase with PARALLEL=0 (the INIT phase keeps tinygrad's default)
+      with Context(**({"PARALLEL": hp["PARALLEL"]} if hp.get("PARALLEL") is not None else {})):
+        return self._loop(steps, log, step, position, stop_after, on_step)
     finally:
       log.close()
 
-  def _evaluate(self, steps: Steps) -> tuple[float, float, float]:
+  def eval_samples(self) -> int:
+    """The number of eval samples one eval reads (logged as eval_samples): EVAL_BS * MAX_EVAL_STEPS for the
+    tinygrad metric (as train_bert logs it), EVAL_SAMPLES for the pooled one."""
+    hp = self.hp
+    return hp["EVAL_BS"] * hp["MAX_EVAL_STEPS"] if hp["EVAL_METRIC"] == "tinygrad" else hp["EVAL_SAMPLES"]
+
+  def _evaluate(self, steps: Steps, evals_done: int = 0) -> tuple[float, float, float]:
+    """(masked-LM accuracy, masked-LM loss per prediction, seconds). EVAL_METRIC tinygrad: the mean of the per-batch
+    accuracies of MAX_EVAL_STEPS batches that continue where the previous eval stopped (`evals_done` evals ago
+    from row 0), as train_bert; pooled: correct / total over the first EVAL_SAMPLES rows (MLCommons)."""
+    hp = self.hp
     correct = total = loss_sum = 0.0
+    accs: list[float] = []
     st = time.perf_counter()
-    for b, mask in eval_batches(self.eval_shard, self.hp["EVAL_BS"], self.hp["EVAL_SAMPLES"]):
-      c, t, l = steps.evaluate(b, mask)
+    if hp["EVAL_METRIC"] == "tinygrad":
+      n, bs = hp["MAX_EVAL_STEPS"], hp["EVAL_BS"]
+      ones = np.ones(bs, np.float32)
+      batches = ((b, ones) for b in eval_window(self.eval_shard, bs, n, (evals_done * n * bs) % len(self.eval_shard)))
+    else:
+      batches = eval_batches(self.eval_shard, hp["EVAL_BS"], hp["EVAL_SAMPLES"])
+    for b, mask in batches:
+      c, t, l, a = steps.evaluate(b, mask)
       correct, total, loss_sum = correct + c.item(), total + t.item(), loss_sum + l.item()
-    acc = correct / total if total else 0.0
+      accs.append(a.item())
+    if hp["EVAL_METRIC"] == "tinygrad": acc = sum(accs) / len(accs)
+    else: acc = correct / total if total else 0.0
     return acc, loss_sum / total if total else float("nan"), time.perf_counter() - st
 
   def _loop(self, steps: Steps, log: ResultLog, step: int, position: int, stop_after, on_step) -> RunResult:
@@ -317,7 +354,7 @@ class TrainRun:
     dev_str = self.devices[0] if len(self.devices) == 1 else f"{self.devices[0]} * {len(self.devices)}"
     start_step, prev_ckpt_step = step, step
     bar = tqdm(total=train_steps, initial=step, disable=not self.progress, mininterval=5, unit="step")
-    loader = TrainLoader(self.shards, hp["BS"], seed=hp["SEED"], position=position)
+    loader = TrainLoader(self.shards, hp["BS"], seed=hp["SEED"], position=position, cycle_length=hp["NUM_CPU_THREADS"])
     status = None
     try:
       pos_next, data = next(loader)
@@ -350,14 +387,14 @@ class TrainRun:
           log.eval_start(step * gbs, step)
           if hp.get("FREE_INTERMEDIATE") and steps.train_step.captured is not None:
             steps.train_step.captured.free_intermediates()  # as train_bert: room for the eval step's buffers
-          acc, lm_loss, secs = self._evaluate(steps)
+          acc, lm_loss, secs = self._evaluate(steps, evals_done=(step - 1) // hp["EVAL_STEP_FREQ"])
           if hp.get("FREE_INTERMEDIATE") and steps.eval_step.captured is not None:
             steps.eval_step.captured.free_intermediates()
-          log.eval_stop(step * gbs, step, hp["EVAL_SAMPLES"])
+          log.eval_stop(step * gbs, step, self.eval_samples())
           log.eval_accuracy(acc, step * gbs)
           accs.append((step, acc))
           self.say(f"eval at step {step}: lm loss {lm_loss:.3f}, masked-LM accuracy {acc:.6f} over "
-                   f"{hp['EVAL_SAMPLES']} samples ({secs:.1f} s)")
+                   f"{self.eval_samples()} samples, metric {hp['EVAL_METRIC']} ({secs:.1f} s)")
           if acc >= hp["TARGET"]:
             self.say(f"target {hp['TARGET']} reached after {step * gbs} samples")
             log.epoch_stop(step * gbs)
@@ -391,7 +428,7 @@ class TrainRun:
     hp = self.hp
     t0 = time.perf_counter()
     steps = self._build()
-    loader = TrainLoader(self.shards, hp["BS"], seed=hp["SEED"])
+    loader = TrainLoader(self.shards, hp["BS"], seed=hp["SEED"], cycle_length=hp["NUM_CPU_THREADS"])
     times, fetch, ops, mem = [], [], 0, 0
     first = None
     try:

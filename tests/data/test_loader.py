@@ -46,9 +46,9 @@ def test_stream_covers_each_epoch_once_and_is_seeded():
   assert picks[:total] != picks[total:]  # every epoch has its own order
   assert stream_indices(lengths, 5, 40) == stream_indices(lengths, 5, 40)
   assert stream_indices(lengths, 5, 40) != stream_indices(lengths, 6, 40)
-  # round robin over the first cycle_length files of the seeded order, rows in order within a file
+  # round robin over the first cycle_length (8 > 6 files: all) files of the seeded order, rows in order per file
   order = file_order(len(lengths), 5, 0)
-  assert [f for f, _ in picks[:4]] == order[:4]
+  assert [f for f, _ in picks[:6]] == order[:6]
   for f in range(len(lengths)):
     rows = [r for ff, r in picks[:total] if ff == f]
     assert rows == list(range(lengths[f]))
@@ -105,3 +105,52 @@ def test_bad_inputs_are_user_errors(shard_dir, tmp_path):
   p.write_bytes(data[:-10])
   with pytest.raises(UserError, match="truncated"):
     open_shards(list_shards(shard_dir), SEQ, PRED)
+
+
+# ---- oracle: tinygrad's own batch_load_train_bert on the same files (needs the tinygrad mirror; CI skips) ----
+TINYGRAD_MIRROR = __import__("pathlib").Path("/work/.mirror/tinygrad+tinygrad/repo")
+TINYGRAD_COMMIT = "e0139fafc15d9dd945eb7b6b7d97e43ca6e2f178"  # the last commit of the v5.1 scripts (tests/data/tinygrad-parity)
+
+_ORACLE = r"""
+import json, random, sys
+from examples.mlperf.dataloader import batch_load_train_bert
+seed, n = int(sys.argv[1]), int(sys.argv[2])
+random.seed(seed)  # the one change: tinygrad leaves Python's random unseeded
+it = batch_load_train_bert(1)
+print(json.dumps([int(next(it)["input_ids"].numpy()[0, 1]) for _ in range(n)]))
+"""
+
+
+@pytest.fixture(scope="module")
+def tinygrad_checkout(tmp_path_factory):
+  import subprocess
+  if not TINYGRAD_MIRROR.is_dir(): pytest.skip(f"{TINYGRAD_MIRROR} absent: tinygrad's loader oracle needs the mirror")
+  out = tmp_path_factory.mktemp("tinygrad")
+  arch = subprocess.run(["git", "-C", str(TINYGRAD_MIRROR), "archive", TINYGRAD_COMMIT, "tinygrad", "extra", "examples"],
+                        capture_output=True, check=True).stdout
+  subprocess.run(["tar", "-x", "-C", str(out)], input=arch, check=True)
+  return out
+
+
+@pytest.mark.parametrize("seed,threads", [(0, 3), (5, 8), (12345, 4)])
+def test_stream_equals_tinygrad_batch_load_train_bert(shard_dir, tmp_path, tinygrad_checkout, seed, threads):
+  """The shards exported to tinygrad's pickle layout (inside this test only) and read by its own loader give the
+  same sample stream as this project's loader, over a whole pass of the files."""
+  import json, os, pickle, subprocess, sys
+  shards = open_shards(list_shards(shard_dir), SEQ, PRED)
+  (tmp_path / "train").mkdir()
+  for sh in shards:  # tinygrad's layout: one pickle per file, a list of per-sample dicts of (1, ...) arrays
+    b = sh.batch(np.arange(len(sh)))
+    rows = [{k: v[i:i + 1] for k, v in b.items()} for i in range(len(sh))]
+    with open(tmp_path / "train" / (sh.path.stem + ".pkl"), "wb") as f: pickle.dump(rows, f)
+  total = sum(len(s) for s in shards)
+  env = {**os.environ, "PYTHONPATH": str(tinygrad_checkout), "BASEDIR": str(tmp_path), "NUM_CPU_THREADS": str(threads),
+         "DEV": "CPU", "CPU": "1",
+         # its file listing is @diskcache'd: a private cache, or it returns another run's files
+         "CACHEDB": str(tmp_path / "tinygrad-cache.db")}
+  r = subprocess.run([sys.executable, "-c", _ORACLE, str(seed), str(total)], cwd=tinygrad_checkout, env=env,
+                     capture_output=True, text=True, timeout=300)
+  assert r.returncode == 0, r.stderr[-2000:]
+  theirs = json.loads(r.stdout.strip().splitlines()[-1])
+  ours = [(f + 1) * 1000 + row for f, row in stream_indices([len(s) for s in shards], seed, total, cycle_length=threads)]
+  assert ours == theirs

@@ -29,7 +29,8 @@ def closed_log(data, tmp_path_factory):
   green = load_platform(REPO / "profiles/tinybox_green/platform.yaml")
   # the tinybox_green settings, sized down to run on the CPU: fp32, one device, a tiny model and few steps
   over = dict(DEV="CPU", GPUS=1, BS=4, EVAL_BS=8, DEFAULT_FLOAT="FLOAT32", SUM_DTYPE="FLOAT32", BEAM=0,
-              TRAIN_STEPS=4, EVAL_STEP_FREQ=2, EVAL_SAMPLES=20, INIT_BENCHMARK_STEPS=2, SAVE_CKPT_FREQ=3)
+              TRAIN_STEPS=4, EVAL_STEP_FREQ=2, EVAL_SAMPLES=20, INIT_BENCHMARK_STEPS=2, SAVE_CKPT_FREQ=3,
+              CACHE_CLEAR=False)  # the kernel cache is shared with other processes on this machine
   hp = resolve(green, over, seed=7, eval_examples=20)
   assert hp["SUBMISSION_DIVISION"] == "closed" and hp["SUBMISSION_PLATFORM"] == "tinybox_green"
   run = TrainRun(hp, shard_paths=data["shards"], eval_path=data["eval"], bert_config=data["config"],
@@ -71,9 +72,11 @@ def test_log_content_and_key_set(closed_log):
         for l in text.splitlines() if ":::MLLOG" in l}
   assert ev["global_batch_size"]["value"] == 4 and ev["seed"]["value"] == 7
   assert ev["max_sequence_length"]["value"] == SEQ and ev["max_predictions_per_seq"]["value"] == PRED
-  assert ev["eval_samples"]["value"] == 20 and ev["train_samples"]["value"] == 16
+  # EVAL_METRIC tinygrad (the default) reads EVAL_BS * MAX_EVAL_STEPS = 8 * 3 samples per eval and logs that
+  assert ev["eval_samples"]["value"] == 24 and ev["train_samples"]["value"] == 16
+  assert ev["eval_metric"]["value"] == "tinygrad" and ev["cache_clear"]["value"] is False
   assert ev["opt_lamb_beta_1"]["value"] == 0.9 and ev["opt_base_learning_rate"]["value"] == pytest.approx(0.000175 * (4 / 96) ** 0.5)
-  assert ev["eval_stop"]["metadata"]["samples_count"] == 20
+  assert ev["eval_stop"]["metadata"]["samples_count"] == 24
   assert ev["eval_accuracy"]["metadata"]["epoch_num"] == 16
 
 
@@ -85,3 +88,20 @@ def test_result_log_writes_only_mllog_lines(tmp_path, capsys):
   assert len(lines) == 2 and all(l.startswith(":::MLLOG ") for l in lines)
   assert '"status": "success"' in lines[1]
   assert capsys.readouterr().out.count(":::MLLOG") == 2
+
+
+def test_cache_clear_empties_tinygrad_kernel_cache(tmp_path):
+  """CACHE_CLEAR: the INIT phase empties tinygrad's disk cache (as train_bert) and logs whether it did. Runs in a
+  subprocess with its own CACHEDB so the cache other processes on this machine share is left alone."""
+  import subprocess, sys
+  code = ("from tinygrad.helpers import diskcache_put, diskcache_get\n"
+          "from mlperf_bert.train.run import clear_kernel_cache\n"
+          "diskcache_put('t', 'k', 41)\n"
+          "assert diskcache_get('t', 'k') == 41\n"
+          "assert clear_kernel_cache(False) is False and diskcache_get('t', 'k') == 41\n"
+          "assert clear_kernel_cache(True) is True and diskcache_get('t', 'k') is None\n"
+          "print('ok')\n")
+  import os
+  env = {**os.environ, "CACHEDB": str(tmp_path / "cache.db"), "CACHELEVEL": "2"}
+  r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+  assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]

@@ -150,7 +150,10 @@ def test_loss_and_accuracy_match_numpy(tiny):
   mlm_np, nsp_np = mlm.numpy(), nsp.numpy()
   nll = -np.take_along_axis(_log_softmax(mlm_np), ids[..., None].astype(np.int64), -1)[..., 0]
   ref_mlm = (w * nll).sum() / (w.sum() + 1e-5)
-  ref_nsp = -np.take_along_axis(_log_softmax(nsp_np), lab[:, None].astype(np.int64), -1).mean()
+  # tinygrad's next-sentence loss: binary cross-entropy of both logits against the label broadcast to (B, 2)
+  y = lab.reshape(-1, 1).astype(np.float64)
+  z = nsp_np.astype(np.float64)
+  ref_nsp = -(y * -np.logaddexp(0, -z) + (1 - y) * -np.logaddexp(0, z)).mean()
   np.testing.assert_allclose(loss, ref_mlm + ref_nsp, rtol=1e-5)
   a, b = model.loss_terms(mlm, nsp, Tensor(ids), Tensor(w), Tensor(lab))
   np.testing.assert_allclose([a.numpy(), b.numpy()], [ref_mlm, ref_nsp], rtol=1e-5)
@@ -165,6 +168,9 @@ def test_loss_and_accuracy_match_numpy(tiny):
   assert (w * hit).sum() >= 7
   correct, total = model.accuracy_parts(mlm, Tensor(ids2), Tensor(w), row_mask=Tensor(np.array([1, 1, 0], np.int32)))
   assert correct.numpy() == pytest.approx((w * hit)[:2].sum()) and total.numpy() == pytest.approx(w[:2].sum())
+  # tinygrad's per-batch accuracy counts positions whose label id is not 0
+  valid = ids2 != 0
+  assert model.batch_accuracy(mlm, Tensor(ids2)).numpy() == pytest.approx((hit * valid).sum() / valid.sum())
 
 
 def test_no_decay_split_and_names(tiny):
@@ -293,8 +299,8 @@ def test_gradients_match_torch(tiny):
   nll = torch.nn.functional.cross_entropy(logits.reshape(-1, cfg.vocab_size), torch.from_numpy(batch["masked_lm_ids"]).long().reshape(-1),
                                           reduction="none")
   w = torch.from_numpy(batch["masked_lm_weights"]).reshape(-1)
-  ref = (w * nll).sum() / (w.sum() + 1e-5) + torch.nn.functional.cross_entropy(
-    out.seq_relationship_logits, torch.from_numpy(batch["next_sentence_labels"]).long())
+  ref = (w * nll).sum() / (w.sum() + 1e-5) + torch.nn.functional.binary_cross_entropy_with_logits(  # tinygrad's NSP loss
+    out.seq_relationship_logits, torch.from_numpy(batch["next_sentence_labels"]).float().reshape(-1, 1).expand(-1, 2))
   ref.backward()
   assert float(ref.detach()) == pytest.approx(float(loss.numpy()), rel=1e-5)
   named = dict(hf.named_parameters())

@@ -58,7 +58,8 @@ def data(tmp_path_factory):
 def make_run(data, tmp_path, devices=None, **over):
   base = dict(DEV="CPU", BS=4, EVAL_BS=8, OPT_BASE_LEARNING_RATE=0.01, NUM_WARMUP_STEPS=3, TRAIN_STEPS=12,
               EVAL_STEP_FREQ=6, SAVE_CKPT_FREQ=4, KEEP_CKPT_AMOUNT=2, TARGET=0.99, EVAL_SAMPLES=20,
-              INIT_BENCHMARK_STEPS=0, SUBMISSION_PLATFORM="test_cpu", SUBMISSION_DIVISION="open")
+              INIT_BENCHMARK_STEPS=0, SUBMISSION_PLATFORM="test_cpu", SUBMISSION_DIVISION="open",
+              CACHE_CLEAR=False)  # the kernel cache is shared with other processes on this machine
   base.update(over)
   hp = resolve({}, base, seed=3, eval_examples=20)
   return TrainRun(hp, shard_paths=data["shards"], eval_path=data["eval"], bert_config=data["config"],
@@ -194,7 +195,7 @@ def test_snakemake_train_rule_resumes_after_kill(tmp_path):
   snakemake = _Path(sys.executable).with_name("snakemake")
   cmd = [str(snakemake), "--cores", "2", "all", "--config", f"basedir={tmp_path}",
          "train={TRAIN_STEPS: 24, SAVE_CKPT_FREQ: 8, EVAL_STEP_FREQ: 12, EVAL_SAMPLES: 64, TARGET: 0.9, "
-         "INIT_BENCHMARK_STEPS: 0}"]
+         "INIT_BENCHMARK_STEPS: 0, CACHE_CLEAR: false}"]
   ckpt = tmp_path / "train/cpu/seed_0/ckpt_00000016.safetensors"
   p = subprocess.Popen(cmd, cwd=repo, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
   try:
