@@ -1,4 +1,5 @@
-"""Validation of the workflow configuration against schemas/config.schema.yaml, with errors a user can act on."""
+"""Validation of a YAML document against its schema (schemas/config.schema.yaml for the workflow configuration,
+schemas/platform.schema.yaml for a platform file), with errors a user can act on."""
 from __future__ import annotations
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,11 @@ def _where(path) -> str:
   return ".".join(str(p) for p in path) or "(top level)"
 
 
-def validate_config(config: dict[str, Any], schema_path: str | Path, source: str = "the config") -> None:
+CONFIG_FIX = "Fix these keys in config.yaml, the --configfile or the --config you passed."
+
+
+def validate_config(config: dict[str, Any], schema_path: str | Path, source: str = "the config",
+                    fix: str = CONFIG_FIX) -> None:
   """Raise UserError listing every problem: unknown keys, wrong types, missing keys, bad values."""
   import jsonschema, yaml
   schema = yaml.safe_load(Path(schema_path).read_text())
@@ -29,11 +34,13 @@ def validate_config(config: dict[str, Any], schema_path: str | Path, source: str
         problems.append(f"unknown key '{full}' (allowed here: {', '.join(allowed)})")
     elif err.validator == "type":
       got = _JSON_TYPES.get(type(err.instance), type(err.instance).__name__)
-      problems.append(f"key '{where}' must be of type {err.validator_value}, got {got} {err.instance!r}")
+      want = err.validator_value if isinstance(err.validator_value, list) else [err.validator_value]
+      want = " or ".join(t for t in want if t != "null")  # null (unset) is never what a user means to write
+      problems.append(f"key '{where}' must be of type {want}, got {got} {err.instance!r}")
     elif err.validator == "required":
       problems.append(f"{err.message} (in '{where}')")
     else:
       problems.append(f"key '{where}': {err.message}")
   if problems:
     raise UserError(f"{source} is invalid ({schema_path}):\n  - " + "\n  - ".join(problems) +
-                    "\nFix these keys in config.yaml, the --configfile or the --config you passed.")
+                    "\n" + fix)

@@ -1,5 +1,4 @@
 # 1. Download: every MLPerf artifact from its configured source (gdrive:<id>, URL or local path), md5-checked.
-import re
 
 
 rule download:
