@@ -43,7 +43,7 @@ def plot_run(out_png: str | os.PathLike, log_path: str | os.PathLike, step_log: 
   log = read_log(log_path)
   gbs = log.global_batch_size or 1
   lines = [t for _, t in log.other_lines]
-  if step_log and Path(step_log).is_file():
+  if step_log and Path(step_log).is_file():  # absent when the job log was removed: the MLPerf log alone
     lines += Path(step_log).read_text(encoding="utf-8", errors="replace").splitlines()
   steps = step_records(lines)
   seen = {}
