@@ -10,6 +10,37 @@ _JSON_TYPES = {dict: "object", list: "array", str: "string", bool: "boolean", in
                type(None): "null"}
 
 
+def load_schema(schema_path: str | Path) -> dict[str, Any]:
+  import yaml
+  return yaml.safe_load(Path(schema_path).read_text())
+
+
+def _fits(value: Any, types: list[str]) -> bool:
+  return any({"object": isinstance(value, dict), "array": isinstance(value, list), "string": isinstance(value, str),
+              "integer": isinstance(value, int) and not isinstance(value, bool),
+              "number": isinstance(value, (int, float)) and not isinstance(value, bool),
+              "boolean": isinstance(value, bool), "null": value is None}.get(t, False) for t in types)
+
+
+def parse_text_values(doc: Any, schema: dict[str, Any]) -> Any:
+  """`doc` with text parsed as YAML wherever the schema wants no string: Snakemake's `--config` hands over nested
+  values (`seeds=[0,1]`, `train={BS: 96}`) as text. A text whose parsed value would not fit either is kept, so
+  validation names it."""
+  import yaml
+  types = schema.get("type", [])
+  types = [types] if isinstance(types, str) else types
+  if isinstance(doc, str) and types and "string" not in types:
+    try: parsed = yaml.safe_load(doc)
+    except yaml.YAMLError: return doc
+    return parse_text_values(parsed, schema) if _fits(parsed, types) else doc
+  if isinstance(doc, dict):
+    props = schema.get("properties", {})
+    return {k: parse_text_values(v, props[k]) if k in props else v for k, v in doc.items()}
+  if isinstance(doc, list) and isinstance(schema.get("items"), dict):
+    return [parse_text_values(v, schema["items"]) for v in doc]
+  return doc
+
+
 def _where(path) -> str:
   return ".".join(str(p) for p in path) or "(top level)"
 
@@ -20,8 +51,8 @@ CONFIG_FIX = "Fix these keys in config.yaml, the --configfile or the --config yo
 def validate_config(config: dict[str, Any], schema_path: str | Path, source: str = "the config",
                     fix: str = CONFIG_FIX) -> None:
   """Raise UserError listing every problem: unknown keys, wrong types, missing keys, bad values."""
-  import jsonschema, yaml
-  schema = yaml.safe_load(Path(schema_path).read_text())
+  import jsonschema
+  schema = load_schema(schema_path)
   validator = jsonschema.Draft202012Validator(schema)
   problems = []
   for err in sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path))):

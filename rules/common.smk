@@ -9,7 +9,7 @@ from pathlib import Path
 
 from snakemake.utils import min_version
 
-from mlperf_bert.config import validate_config
+from mlperf_bert.config import load_schema, parse_text_values, validate_config
 from mlperf_bert.constants import RULESET
 from mlperf_bert.data.extract import topics as manifest_topics
 from mlperf_bert.errors import UserError
@@ -20,8 +20,10 @@ min_version("9.0")
 
 REPO = Path(workflow.basedir)
 
+CONFIG_SCHEMA = REPO / "schemas" / "config.schema.yaml"
 try:
-    validate_config(config, REPO / "schemas" / "config.schema.yaml")
+    config.update(parse_text_values(config, load_schema(CONFIG_SCHEMA)))  # --config values arrive as text
+    validate_config(config, CONFIG_SCHEMA)
 except UserError as e:
     raise WorkflowError(str(e))
 

@@ -17,17 +17,18 @@ from typing import Any
 
 import yaml
 
+from mlperf_bert.config import load_schema, parse_text_values, validate_config
 from mlperf_bert.errors import UserError
 
 # The platform file's schema: every key, its type, its static default, whether tinygrad reads it from the
 # environment. KNOWN, TINYGRAD_ENV and DEFAULTS are read from it; derived defaults are in resolve().
 SCHEMA = Path(__file__).resolve().parents[2] / "schemas" / "platform.schema.yaml"
-_PROPS: dict[str, dict] = yaml.safe_load(SCHEMA.read_text())["properties"]
+_SCHEMA = load_schema(SCHEMA)
+_PROPS: dict[str, dict] = _SCHEMA["properties"]
 KNOWN = frozenset(k for k in _PROPS if k.isupper())
 TINYGRAD_ENV = frozenset(k for k in KNOWN if _PROPS[k].get("x-tinygrad-env"))
 DEFAULTS: dict[str, Any] = {k: _PROPS[k]["default"] for k in KNOWN if "default" in _PROPS[k]}
 RESOURCE_DEFAULTS: dict[str, int] = {k: v["default"] for k, v in _PROPS["resources"]["properties"].items()}
-_PY_TYPES = {"integer": int, "number": (int, float), "string": str, "boolean": bool}
 FLOAT_NAMES = {"HALF": "half", "FLOAT16": "half", "BFLOAT16": "bfloat16", "FLOAT": "float32", "FLOAT32": "float32"}
 HALF_TYPES = {"half", "bfloat16"}
 
@@ -68,21 +69,9 @@ def train_gpus(hp: dict[str, Any]) -> int:
   return 0 if hp["DEV"] == "CPU" else int(hp["GPUS"])
 
 
-def _coerce(key: str, value: Any) -> Any:
-  """A command-line override (snakemake --config) may arrive as text: parse it when the key wants no string."""
-  types = _PROPS[key]["type"]
-  if not isinstance(value, str) or "string" in types: return value
-  try: parsed = yaml.safe_load(value)
-  except yaml.YAMLError: return value
-  ok = any(isinstance(parsed, _PY_TYPES[t]) and (t == "boolean" or not isinstance(parsed, bool))
-           for t in types if t in _PY_TYPES)
-  return parsed if ok else value
-
-
 def check_types(data: dict[str, Any], where: str, fix: str | None = None) -> dict[str, Any]:
   """Validate settings against the platform schema (unknown keys, types); returns them with text overrides parsed."""
-  from mlperf_bert.config import validate_config
-  data = {k: _coerce(k, v) if k in KNOWN else v for k, v in data.items()}
+  data = parse_text_values(data, _SCHEMA)  # a command-line override (snakemake --config) arrives as text
   validate_config(data, SCHEMA, source=where,
                   fix=fix or f"Fix these keys in {where} (the keys and types: {SCHEMA.name}).")
   return data

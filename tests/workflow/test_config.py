@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest, yaml
 
-from mlperf_bert.config import validate_config
+from mlperf_bert.config import load_schema, parse_text_values, validate_config
 from mlperf_bert.errors import UserError
 from mlperf_bert.train.hparams import load_platform, train_resources
 
@@ -38,3 +38,15 @@ def test_platform_file_is_checked_by_its_schema(tmp_path):
   good.write_text("GPUS: 2\nresources: {runtime: 90}\n")
   assert train_resources(good) == {"mem_mb": 2000, "runtime": 90}
   assert load_platform(good) == {"GPUS": 2}
+
+
+def test_command_line_text_is_parsed_where_the_schema_wants_no_string():
+  """Snakemake's --config hands nested values over as text: seeds=[0,1] arrives as ['0', '1']."""
+  cfg = yaml.safe_load((REPO / "config.yaml").read_text())
+  cfg.update(seeds=["0", "1"], eval_examples="512", basedir="123", preprocessing={**cfg["preprocessing"], "dupe_factor": "2"})
+  parsed = parse_text_values(cfg, load_schema(SCHEMA))
+  validate_config(parsed, SCHEMA)
+  assert parsed["seeds"] == [0, 1] and parsed["eval_examples"] == 512 and parsed["preprocessing"]["dupe_factor"] == 2
+  assert parsed["basedir"] == "123"  # a string key stays text
+  with pytest.raises(UserError, match=r"key 'seeds.1' must be of type integer, got string 'one'"):
+    validate_config(parse_text_values(dict(cfg, seeds=["0", "one"]), load_schema(SCHEMA)), SCHEMA)
