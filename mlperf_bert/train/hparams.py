@@ -50,7 +50,7 @@ def read_platform(path: str | os.PathLike) -> dict[str, Any]:
   try: data = yaml.safe_load(path.read_text()) or {}
   except yaml.YAMLError as e: raise UserError(f"{path}: not valid YAML ({e}); fix the syntax") from None
   if not isinstance(data, dict): raise UserError(f"{path}: expected a mapping of KEY: value, got {type(data).__name__}")
-  return check_types(data, str(path), fix=f"Fix these keys in {path} (the keys and types: {SCHEMA.name}).")
+  return check_types(data, str(path))
 
 
 def load_platform(path: str | os.PathLike) -> dict[str, Any]:
@@ -92,7 +92,11 @@ def resolve(platform: dict[str, Any], overrides: dict[str, Any] | None = None, s
   normalized FLOAT (float32/half/bfloat16). Raises UserError for an invalid combination.
   """
   hp = dict(platform)
-  hp.update(check_types(dict(overrides or {}), where))
+  over = check_types(dict(overrides or {}), where)
+  if "resources" in over:
+    raise UserError(f"{where}: `resources` are the train job's Snakemake resources, not a setting of the run; set "
+                    f"them in the platform file or with snakemake --set-resources train:mem_mb=N")
+  hp.update(over)
   hp = {k: v for k, v in hp.items() if v is not None}
   for k, v in DEFAULTS.items(): hp.setdefault(k, v)
   dev = str(hp["DEV"]).upper()

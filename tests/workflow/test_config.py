@@ -6,7 +6,7 @@ import pytest, yaml
 
 from mlperf_bert.config import load_schema, parse_text_values, validate_config
 from mlperf_bert.errors import UserError
-from mlperf_bert.train.hparams import load_platform, train_resources
+from mlperf_bert.train.hparams import load_platform, resolve, train_resources
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA = REPO / "schemas" / "config.schema.yaml"
@@ -38,6 +38,8 @@ def test_platform_file_is_checked_by_its_schema(tmp_path):
   good.write_text("GPUS: 2\nresources: {runtime: 90}\n")
   assert train_resources(good) == {"mem_mb": 2000, "runtime": 90}
   assert load_platform(good) == {"GPUS": 2}
+  with pytest.raises(UserError, match="`resources` are the train job's Snakemake resources, not a setting of the run"):
+    resolve(load_platform(good), {"resources": {"mem_mb": 5}}, where="--set")
 
 
 def test_command_line_text_is_parsed_where_the_schema_wants_no_string():
