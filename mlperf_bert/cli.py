@@ -215,13 +215,9 @@ def _cmd_audit(a) -> int:
 
 
 def _cmd_submission(a) -> int:
-  from mlperf_bert.audit.submission import build_package
-  overrides = None
-  if a.system_json:
-    try: overrides = json.loads(Path(a.system_json).read_text())
-    except (OSError, json.JSONDecodeError) as e: raise UserError(f"--system-json {a.system_json}: {e}")
+  from mlperf_bert.audit.submission import build_package, read_system_json
   rec = build_package(a.out, logs=a.logs, system=a.system, org=a.org, ruleset=a.ruleset,
-                      command=a.command, system_overrides=overrides)
+                      command=a.command, system_overrides=read_system_json(a.system_json))
   pc = rec["package_checker"]
   print(f"package: {rec['package']}")
   print(f"package_checker (training {rec['ruleset']}): {'PASS' if pc['passed'] else 'FAIL'}")

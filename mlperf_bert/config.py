@@ -1,4 +1,5 @@
-"""Validation of the workflow configuration against schemas/config.schema.yaml, with errors a user can act on."""
+"""Validation of a YAML document against its schema (schemas/config.schema.yaml for the workflow configuration,
+schemas/platform.schema.yaml for a platform file), with errors a user can act on."""
 from __future__ import annotations
 from pathlib import Path
 from typing import Any
@@ -9,14 +10,49 @@ _JSON_TYPES = {dict: "object", list: "array", str: "string", bool: "boolean", in
                type(None): "null"}
 
 
+def load_schema(schema_path: str | Path) -> dict[str, Any]:
+  import yaml
+  return yaml.safe_load(Path(schema_path).read_text())
+
+
+def _fits(value: Any, types: list[str]) -> bool:
+  return any({"object": isinstance(value, dict), "array": isinstance(value, list), "string": isinstance(value, str),
+              "integer": isinstance(value, int) and not isinstance(value, bool),
+              "number": isinstance(value, (int, float)) and not isinstance(value, bool),
+              "boolean": isinstance(value, bool), "null": value is None}.get(t, False) for t in types)
+
+
+def parse_text_values(doc: Any, schema: dict[str, Any]) -> Any:
+  """`doc` with text parsed as YAML wherever the schema wants no string: Snakemake's `--config` hands over nested
+  values (`seeds=[0,1]`, `train={BS: 96}`) as text. A text whose parsed value would not fit either is kept, so
+  validation names it."""
+  import yaml
+  types = schema.get("type", [])
+  types = [types] if isinstance(types, str) else types
+  if isinstance(doc, str) and types and "string" not in types:
+    try: parsed = yaml.safe_load(doc)
+    except yaml.YAMLError: return doc
+    return parse_text_values(parsed, schema) if _fits(parsed, types) else doc
+  if isinstance(doc, dict):
+    props = schema.get("properties", {})
+    return {k: parse_text_values(v, props[k]) if k in props else v for k, v in doc.items()}
+  if isinstance(doc, list) and isinstance(schema.get("items"), dict):
+    return [parse_text_values(v, schema["items"]) for v in doc]
+  return doc
+
+
 def _where(path) -> str:
   return ".".join(str(p) for p in path) or "(top level)"
 
 
-def validate_config(config: dict[str, Any], schema_path: str | Path, source: str = "the config") -> None:
+CONFIG_FIX = "Fix these keys in config.yaml, the --configfile or the --config you passed."
+
+
+def validate_config(config: dict[str, Any], schema_path: str | Path, source: str = "the config",
+                    fix: str = CONFIG_FIX) -> None:
   """Raise UserError listing every problem: unknown keys, wrong types, missing keys, bad values."""
-  import jsonschema, yaml
-  schema = yaml.safe_load(Path(schema_path).read_text())
+  import jsonschema
+  schema = load_schema(schema_path)
   validator = jsonschema.Draft202012Validator(schema)
   problems = []
   for err in sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path))):
@@ -29,7 +65,9 @@ def validate_config(config: dict[str, Any], schema_path: str | Path, source: str
         problems.append(f"unknown key '{full}' (allowed here: {', '.join(allowed)})")
     elif err.validator == "type":
       got = _JSON_TYPES.get(type(err.instance), type(err.instance).__name__)
-      problems.append(f"key '{where}' must be of type {err.validator_value}, got {got} {err.instance!r}")
+      want = err.validator_value if isinstance(err.validator_value, list) else [err.validator_value]
+      want = " or ".join(t for t in want if t != "null")  # null (unset) is never what a user means to write
+      problems.append(f"key '{where}' must be of type {want}, got {got} {err.instance!r}")
     elif err.validator in ("anyOf", "oneOf") and all("required" in o for o in err.validator_value):
       choices = " or ".join(" + ".join(o["required"]) for o in err.validator_value)
       problems.append(f"key '{where}' needs {choices}")
@@ -39,4 +77,4 @@ def validate_config(config: dict[str, Any], schema_path: str | Path, source: str
       problems.append(f"key '{where}': {err.message}")
   if problems:
     raise UserError(f"{source} is invalid ({schema_path}):\n  - " + "\n  - ".join(problems) +
-                    "\nFix these keys in config.yaml, the --configfile or the --config you passed.")
+                    "\n" + fix)

@@ -9,11 +9,12 @@ job's outputs and reports the log; any other exception keeps its traceback in th
 raises (`warnings.warn`) is written to the log and to the console as one `warning: ...` line.
 """
 from __future__ import annotations
-import contextlib, os, sys, traceback, warnings
+import contextlib, json, os, sys, traceback, warnings
 from pathlib import Path
 from typing import Iterator
 
 from mlperf_bert.errors import UserError
+from mlperf_bert.fileio import atomic_path
 
 
 @contextlib.contextmanager
@@ -46,3 +47,27 @@ def job_log(log_path: str | os.PathLike) -> Iterator[None]:
       os.dup2(saved[0], 1); os.dup2(saved[1], 2)
       os.close(saved[0]); os.close(saved[1])
       console.close()
+
+
+# The command line of the Snakemake run, for the provenance records and the submission README. Written by the
+# workflow's `onstart` hook (rules/audit.smk; Snakemake runs it once, in its own process, before the first job, and
+# never in a dry run) into the basedir, where the jobs read it back. It is neither a param (one that changes with
+# every invocation would trip Snakemake's params rerun trigger, and a finished tree's dry run would never be clean)
+# nor an environment variable set while the Snakefile is parsed.
+COMMAND_RECORD = Path("logs", "snakemake_command.json")
+
+
+def record_command(basedir: str | os.PathLike, argv: list[str]) -> Path:
+  """Write `snakemake ARGS...` (argv[0], Snakemake's entry point, recorded as "snakemake") for the run's jobs."""
+  path = Path(basedir) / COMMAND_RECORD
+  with atomic_path(path) as tmp:
+    tmp.write_text(json.dumps(["snakemake", *argv[1:]]) + "\n")
+  return path
+
+
+def recorded_command(basedir: str | os.PathLike) -> list[str] | None:
+  """The command line record_command wrote for this basedir, or None when there is none (e.g. --no-hooks)."""
+  path = Path(basedir) / COMMAND_RECORD
+  try: cmd = json.loads(path.read_text())
+  except (OSError, ValueError): return None
+  return cmd if isinstance(cmd, list) and all(isinstance(c, str) for c in cmd) else None

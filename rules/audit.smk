@@ -1,14 +1,5 @@
 # 7. Provenance of each result log; 8. the MLPerf submission package; the audit runs outside the DAG
 #    (`python -m mlperf_bert audit {basedir}`), since it must not rebuild or write into what it checks.
-import json as _json, os as _os, sys as _sys
-
-# The command line of this Snakemake run, for the provenance records and the submission README. Passed through the
-# environment (inherited by local jobs), not as params: a param that changes with every invocation would make
-# Snakemake rerun the jobs (params rerun trigger) and the audit's dry run would never be clean.
-# argv[0] is snakemake's entry point (a console script or snakemake/__main__.py): recorded as "snakemake".
-_os.environ.setdefault("MLPERF_BERT_COMMAND", _json.dumps(["snakemake", *_sys.argv[1:]]))
-
-
 rule provenance:
     input:
         log=B("results/{platform}/result_bert_{seed}.log"),
@@ -16,7 +7,7 @@ rule provenance:
         shards=lambda w: [ancient(p) for p in all_shards(w)],
         shard_sums=ancient(B("shards/SHA256SUMS")),
         eval=ancient(B("eval/eval.shard")),
-        checkpoint=provenance_checkpoint,
+        checkpoint=initial_checkpoint,
     output:
         B("results/{platform}/result_bert_{seed}.provenance.json"),
     params:
@@ -36,7 +27,8 @@ rule provenance:
 rule submission:
     """`snakemake submission`: the MLPerf package of the configured platform's seeds, checked and scored."""
     input:
-        lambda w: B(f"submission/{submission_org()}.{PLATFORM}.score.json"),
+        # the submitter named in the logs: SUBMISSION_ORG of the platform, unless the `train` config overrides it
+        B(f"submission/{RESOLVED['SUBMISSION_ORG']}.{PLATFORM}.score.json"),
 
 
 rule submission_package:
@@ -44,15 +36,15 @@ rule submission_package:
     submission_platform, the score file is named after the workflow's platform."""
     input:
         logs=lambda w: expand(B("results/{platform}/result_bert_{seed}.log"), platform=w.platform,
-                              seed=submission_seeds()),
+                              seed=SEEDS),
         provenance=lambda w: expand(B("results/{platform}/result_bert_{seed}.provenance.json"),
-                                    platform=w.platform, seed=submission_seeds()),
+                                    platform=w.platform, seed=SEEDS),
     output:
         score=B("submission/{org}.{platform}.score.json"),
     params:
         out=lambda w, output: str(Path(output.score).parent),
         system_json=lambda w: f"profiles/{w.platform}/system.json",  # in the repository
-        ruleset=config.get("mlperf_ruleset", "5.0.0"),
+        ruleset=RULESET,
     log:
         B("logs/submission/{org}.{platform}.log"),
     conda:
@@ -115,7 +107,7 @@ rule report_audit:
                labels={"table": "audit"}),
     params:
         basedir=lambda w, output: str(Path(output[0]).parents[1]),
-        ruleset=config.get("mlperf_ruleset", "5.0.0"),
+        ruleset=RULESET,
     log:
         B("logs/report_audit/report_audit.log"),
     conda:

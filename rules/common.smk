@@ -1,20 +1,32 @@
-# Shared definitions: config validation, artifact paths, the topic list from the md5 manifest.
+# Shared definitions of every rules file: config validation, artifact paths, the topic list from the md5 manifest,
+# the platform's resolved settings and seeds (train), the provenance/report targets (audit). Functions live here,
+# not beside the rules (snakemake --lint). Snakemake puts the Snakefile's folder (the repository) first on sys.path,
+# so the package is imported from this checkout.
+import functools
+import importlib.metadata
+import os
+import re
 import sys
 from pathlib import Path
 
 from snakemake.utils import min_version
 
+from mlperf_bert.config import load_schema, parse_text_values, validate_config
+from mlperf_bert.constants import RULESET
+from mlperf_bert.data import r2 as _r2
+from mlperf_bert.data.extract import topics as manifest_topics
+from mlperf_bert.errors import UserError
+from mlperf_bert.snakejob import record_command
+from mlperf_bert.train.hparams import load_platform, resolve, rule_params, train_gpus, train_resources
+
 min_version("9.0")
 
 REPO = Path(workflow.basedir)
-sys.path.insert(0, str(REPO))  # the package, also when it is not pip-installed
 
-from mlperf_bert.config import validate_config
-from mlperf_bert.errors import UserError
-from mlperf_bert.data.extract import topics as manifest_topics
-
+CONFIG_SCHEMA = REPO / "schemas" / "config.schema.yaml"
 try:
-    validate_config(config, REPO / "schemas" / "config.schema.yaml")
+    config.update(parse_text_values(config, load_schema(CONFIG_SCHEMA)))  # --config values arrive as text
+    validate_config(config, CONFIG_SCHEMA)
 except UserError as e:
     raise WorkflowError(str(e))
 
@@ -23,6 +35,12 @@ PRE = config["preprocessing"]
 MANIFEST = "bert_reference_results_text_md5.txt"
 # sources.results4: a dataset holding the text already extracted (R2); else results_text.tar.gz + its manifest
 TEXT_FROM_R2 = "results4" in config["sources"]
+
+
+# The command line of this Snakemake run, for the provenance records and the submission README: written once into
+# the basedir before the first job (never in a dry run); the jobs read it back (mlperf_bert.snakejob).
+onstart:
+    record_command(BASEDIR, sys.argv)
 
 
 def B(*parts):
@@ -40,6 +58,7 @@ def repo_path(p):
         return str(full)
 
 
+# ---- data (rules/download.smk, prepare.smk, shards.smk) ----
 def all_topics(wildcards=None):
     """Training topics, read from the md5 manifest once results_text.tar.gz is extracted (or from the R2 list)."""
     if TEXT_FROM_R2:
@@ -76,30 +95,25 @@ wildcard_constraints:
     topic=r"part-\d{5}-of-\d{5}",
 
 
-# ---- training (rules/train.smk) ----
-import importlib.metadata as _im
-import re as _re
-
-from mlperf_bert.train.hparams import load_platform as _load_platform, resolve as _resolve, rule_params as _rule_params
-
+# ---- training (rules/checkpoint.smk, train.smk) ----
 PLATFORM = config.get("platform", "cpu")
 PLATFORM_FILE = REPO / "profiles" / PLATFORM / "platform.yaml"
-TINYGRAD_VERSION = _im.version("tinygrad")
+TINYGRAD_VERSION = importlib.metadata.version("tinygrad")
+# the seeds trained, provenanced, reported and packaged: config key `seeds` (the one default: seed 0 alone)
+SEEDS = [int(s) for s in config.get("seeds", [0])]
 try:
-    _PLATFORM_SETTINGS = _load_platform(PLATFORM_FILE)
-    _resolve(_PLATFORM_SETTINGS, config.get("train") or {}, seed=0, eval_examples=config["eval_examples"])
+    PLATFORM_SETTINGS = load_platform(PLATFORM_FILE)
+    TRAIN_RESOURCES = train_resources(PLATFORM_FILE)
+    # resolved once here, so that a bad platform file or `train:` override stops the workflow before any job runs
+    RESOLVED = resolve(PLATFORM_SETTINGS, config.get("train") or {}, seed=0, eval_examples=config["eval_examples"])
 except UserError as e:
     raise WorkflowError(f"platform {PLATFORM!r}: {e}")
 
 
-def train_seeds():
-    return [int(s) for s in config.get("seeds", [0])]
-
-
 def train_hparams(seed):
     """Every resolved hyperparameter and setting of the training run for a seed (the rule's params)."""
-    hp = _resolve(_PLATFORM_SETTINGS, config.get("train") or {}, seed=int(seed), eval_examples=config["eval_examples"])
-    return _rule_params(hp)
+    hp = resolve(PLATFORM_SETTINGS, config.get("train") or {}, seed=int(seed), eval_examples=config["eval_examples"])
+    return rule_params(hp)
 
 
 def use_initial_checkpoint():
@@ -107,20 +121,20 @@ def use_initial_checkpoint():
     return "model.ckpt-28252.index" in config["sources"]
 
 
+def initial_checkpoint(wildcards=None):
+    """The converted checkpoint the trainer starts from (an input of train and provenance), when there is one."""
+    return [B("checkpoint/model.safetensors")] if use_initial_checkpoint() else []
+
+
 def train_results(wildcards=None):
     """The result logs of the configured platform and seeds (targets of `rule all`)."""
-    return expand(B("results/{platform}/result_bert_{seed}.log"), platform=PLATFORM, seed=train_seeds())
+    return expand(B("results/{platform}/result_bert_{seed}.log"), platform=PLATFORM, seed=SEEDS)
 
 
 # ---- provenance, submission, report (rules/audit.smk) ----
 def provenance_downloads(wildcards=None):
     """Every configured download: the manifest, vocab, bert_config, the text tarball, TF checkpoint files."""
     return [B("download", f) for f in FILE_SOURCES] + ([B("download", MANIFEST)] if TEXT_FROM_R2 else [])
-
-
-def provenance_checkpoint(wildcards=None):
-    """The converted checkpoint, when the config downloads the TF checkpoint the trainer starts from."""
-    return [B("checkpoint/model.safetensors")] if "model.ckpt-28252.index" in config["sources"] else []
 
 
 def provenance_records(wildcards=None):
@@ -130,15 +144,75 @@ def provenance_records(wildcards=None):
 
 def report_targets(wildcards=None):
     """What Snakemake's report shows: training curves per seed, shard statistics, the audit table."""
-    runs = expand(B("report/{platform}/run_{seed}.png"), platform=PLATFORM, seed=train_seeds())
+    runs = expand(B("report/{platform}/run_{seed}.png"), platform=PLATFORM, seed=SEEDS)
     return runs + [B("report/shards.png"), B("report/audit.html")]
 
 
-def submission_org():
-    """The submitter named in the logs: SUBMISSION_ORG of the platform, unless the `train` config overrides it."""
-    return str((config.get("train") or {}).get("SUBMISSION_ORG") or _PLATFORM_SETTINGS.get("SUBMISSION_ORG", "tinycorp"))
+# ---- downloads (rules/download.smk): R2 datasets and their cached md5 lists ----
 
 
-def submission_seeds(wildcards=None):
-    """The seeds whose logs go into the package: config key `seeds` (the lead's training config), else 0..9."""
-    return list(config.get("seeds", range(10)))
+def _r2_datasets():
+    """{dataset name: source} of every R2 dataset the config names (no network: the name is in the URL)."""
+    out = {}
+    for s in config["sources"].values():
+        if _r2.is_r2(s["url"]):
+            out.setdefault(_r2.dataset_name(s["url"], root=REPO), s["url"])
+    return out
+
+
+try:
+    R2_DATASETS = _r2_datasets()
+    TEXT_DATASET = _r2.dataset_name(config["sources"]["results4"]["url"], root=REPO) if TEXT_FROM_R2 else None
+except UserError as e:
+    raise WorkflowError(str(e))
+# with results4 (the text extracted) the tarball and its manifest are not downloaded (a demo config merged under
+# this one may still name them)
+FILE_SOURCES = {k: v for k, v in config["sources"].items()
+                if k != "results4" and not (TEXT_FROM_R2 and k in (MANIFEST, "results_text.tar.gz"))}
+
+
+def _listing(source):
+    """The cached md5 list and .uri of the R2 dataset a source names (empty for other sources). ancient(): listing
+    the dataset again reruns only the files whose md5 changed (their params, below), not every download."""
+    if not _r2.is_r2(source):
+        return {}
+    name = _r2.dataset_name(source, root=REPO)
+    return {"listing": ancient(B(f"download/r2/{name}.md5")), "uri": ancient(B(f"download/r2/{name}.uri"))}
+
+
+@functools.lru_cache(maxsize=None)
+def _read_listing(path, mtime_ns):
+    listing = _r2.read_listing(path)
+    return listing, {n: listing[rel] for n, rel in _text_names(listing).items()}
+
+
+def _text_names(listing):
+    try:
+        return _r2.text_entries(listing, "?")
+    except UserError:
+        return {}
+
+
+def _listed(dataset):
+    """(listing, {text name: md5}) of a cached dataset list, or (None, None) before it is fetched."""
+    p = B(f"download/r2/{dataset}.md5")
+    try:
+        return _read_listing(p, os.stat(p).st_mtime_ns)
+    except (OSError, UserError):
+        return None, None
+
+
+def _listed_md5(file):
+    """The md5 the dataset's list gives for a download of an R2 source (None for other sources, or not yet listed)."""
+    s = FILE_SOURCES[file]
+    if not _r2.is_r2(s["url"]):
+        return None
+    listing, _ = _listed(_r2.dataset_name(s["url"], root=REPO))
+    try:
+        return listing[_r2.find_entry(listing, s.get("path") or file, "?")] if listing else None
+    except UserError:
+        return None
+
+
+def _one_of(names):
+    return "|".join(re.escape(n) for n in names) or "(?!)"

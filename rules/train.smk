@@ -10,7 +10,7 @@ rule train:
         shards=lambda w: [ancient(p) for p in all_shards(w)],
         eval_set=ancient(B("eval/eval.shard")),
         bert_config=B("download/bert_config.json"),
-        init_weights=lambda w: [B("checkpoint/model.safetensors")] if use_initial_checkpoint() else [],
+        init_weights=initial_checkpoint,
     output:
         B("results/{platform}/result_bert_{seed}.log"),
     params:
@@ -27,13 +27,12 @@ rule train:
     conda:
         "../envs/train.yaml"
     resources:
-        # defaults from the platform; profiles may override with set-resources
-        gpu=lambda w: 0 if _PLATFORM_SETTINGS.get("DEV", "CPU").upper() == "CPU" else int(_PLATFORM_SETTINGS.get("GPUS", 1)),
-        # measured: 0.7-0.8 GB peak RSS for the cpu demo; GPU hosts hold the dataset stream and the model copies
-        mem_mb=lambda w: 2000 if _PLATFORM_SETTINGS.get("DEV", "CPU").upper() == "CPU" else 32000,
-        runtime=24 * 60,
+        # declared once, by the platform: gpu is its GPUS (0 on CPU), mem_mb and runtime its `resources:` section
+        gpu=train_gpus(RESOLVED),
+        mem_mb=TRAIN_RESOURCES["mem_mb"],
+        runtime=TRAIN_RESOURCES["runtime"],
     wildcard_constraints:
-        platform=_re.escape(PLATFORM),
+        platform=re.escape(PLATFORM),
         seed=r"\d+",
     script:
         "../workflow/scripts/train.py"

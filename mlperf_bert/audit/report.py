@@ -4,13 +4,16 @@
   trainer's per-step lines (tinygrad's format: `STEP  T ms run, ..., L loss, LR LR, ...`), eval accuracy from the
   MLPerf log's `eval_accuracy` events (whose `epoch_num` is the samples seen).
 * `plot_shards`: per topic, instances, stream tokens, masked predictions and bytes of each shard.
-* `audit_html`: the audit's rows as an HTML table.
+* `audit_html`: the audit's rows as an HTML table; `audit_report`: the basedir audit (no dry run) as that page.
 """
 from __future__ import annotations
 import html, math, os, re
 from pathlib import Path
 
+from mlperf_bert.audit.checks import format_table
 from mlperf_bert.audit.logs import BERT_TARGET_ACCURACY, read_log
+from mlperf_bert.audit.tree import audit_basedir
+from mlperf_bert.constants import RULESET
 
 # tinygrad train_bert's per-step line (also what mlperf_bert.train.run prints)
 STEP_RE = re.compile(r"^\s*(\d+)\s+([\d.]+) ms run,.*?,\s*(\S+) loss,\s*(\S+) LR\b")
@@ -43,7 +46,7 @@ def plot_run(out_png: str | os.PathLike, log_path: str | os.PathLike, step_log: 
   log = read_log(log_path)
   gbs = log.global_batch_size or 1
   lines = [t for _, t in log.other_lines]
-  if step_log and Path(step_log).is_file():
+  if step_log and Path(step_log).is_file():  # absent when the job log was removed: the MLPerf log alone
     lines += Path(step_log).read_text(encoding="utf-8", errors="replace").splitlines()
   steps = step_records(lines)
   seen = {}
@@ -132,3 +135,13 @@ def audit_html(out_html: str | os.PathLike, audit) -> None:
           + "</body></html>\n")
   Path(out_html).parent.mkdir(parents=True, exist_ok=True)
   Path(out_html).write_text(text)
+
+
+def audit_report(out_html: str | os.PathLike, basedir: str | os.PathLike, *, ruleset: str = RULESET,
+                 workflow_dir: str | os.PathLike | None = None, resolved_config: dict | None = None) -> str:
+  """The basedir audit for Snakemake's report, without its dry run (Snakemake itself is running): writes the HTML
+  page and returns the table as text."""
+  audit = audit_basedir(basedir, ruleset=ruleset, workflow_dir=workflow_dir, dry_run=False,
+                        resolved_config=resolved_config)
+  audit_html(out_html, audit)
+  return format_table(audit)

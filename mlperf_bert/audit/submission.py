@@ -12,7 +12,7 @@ The package checker and the result summarizer run on a temporary copy, so the pa
 submitter uploads. A CPU demo is an open-division package (see the README this module writes).
 """
 from __future__ import annotations
-import json, os, platform as _platform, re, shutil, tempfile
+import json, os, platform as _platform, re, shlex, shutil, tempfile
 from pathlib import Path
 from typing import Any
 
@@ -101,6 +101,28 @@ def readme_text(*, org: str, system: str, division: str, ruleset: str, logs: lis
           f"shards and eval set -> the MLPerf TF checkpoint converted to safetensors -> BERT trained with tinygrad -> "
           f"MLPerf logs. Checked with mlperf-logging (MLPerf Training ruleset {ruleset}).\n\n"
           f"## Command\n\n```\n{command}\n```\n\n## Runs\n\n{runs}\n{open_note}")
+
+
+def read_system_json(path: str | os.PathLike | None, missing_ok: bool = False) -> dict | None:
+  """System description fields that override the detected ones (profiles/<platform>/system.json); None if no path
+  (or, with missing_ok, no such file)."""
+  if not path or (missing_ok and not Path(path).is_file()): return None
+  try: data = json.loads(Path(path).read_text())
+  except (OSError, json.JSONDecodeError) as e:
+    raise UserError(f"{path}: cannot read the system description ({e}); fix the file or pass another one") from None
+  if not isinstance(data, dict): raise UserError(f"{path}: expected a JSON object of system description fields")
+  return data
+
+
+def provenance_command(records: list[str | os.PathLike], fallback: list[str] | str | None = None) -> str:
+  """The command(s) that produced the logs, as their provenance records hold them (one line each, first seen first);
+  `fallback` (e.g. this Snakemake run's command) when no record names one."""
+  as_text = lambda c: shlex.join(c) if isinstance(c, list) else str(c or "")
+  commands: list[str] = []
+  for rec in records:
+    c = as_text(json.loads(Path(rec).read_text()).get("command"))
+    if c and c not in commands: commands.append(c)
+  return "\n".join(commands) or as_text(fallback)
 
 
 def build_package(out_dir: str | os.PathLike, *, logs: list[str | os.PathLike], system: str | None = None,

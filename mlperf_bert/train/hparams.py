@@ -6,6 +6,8 @@ export them. Three kinds of keys:
   * hyperparameters (BS, OPT_BASE_LEARNING_RATE, TRAIN_STEPS, ...): unset ones get the defaults of tinygrad's
     train_bert, derived from GPUS, the float type and the global batch size;
   * run settings (SUBMISSION_*, EVAL_SAMPLES, BERT_* model overrides, INIT_* of the INIT phase).
+plus one lower-case section, `resources:` (mem_mb, runtime of the train job: Snakemake resources, never hyperparameters).
+Keys, types and static defaults: schemas/platform.schema.yaml, validated like the workflow config (config.py).
 The workflow's config key `train:` overrides any of them (highest precedence). Nothing here imports tinygrad.
 """
 from __future__ import annotations
@@ -15,32 +17,21 @@ from typing import Any
 
 import yaml
 
+from mlperf_bert.config import load_schema, parse_text_values, validate_config
 from mlperf_bert.errors import UserError
 
-INT, FLOAT, STR, BOOL = (int,), (int, float), (str,), (bool,)
-
-# tinygrad's environment settings a platform may carry (exported as strings before `import tinygrad`)
-TINYGRAD_ENV: dict[str, tuple] = {
-  "DEV": STR, "DEFAULT_FLOAT": STR, "SUM_DTYPE": STR, "IGNORE_OOB": INT, "BEAM": INT, "BEAM_UOPS_MAX": INT,
-  "BEAM_UPCAST_MAX": INT, "BEAM_LOCAL_MAX": INT, "BEAM_MIN_PROGRESS": INT, "IGNORE_JIT_FIRST_BEAM": INT,
-  "HCQDEV_WAIT_TIMEOUT_MS": INT, "USE_ATOMICS": INT, "DEBUG": INT, "JIT": INT, "CACHELEVEL": INT,
-  "BEAM_LOG_SURPASS_MAX": INT,
-}
+# The platform file's schema: every key, its type, its static default, whether tinygrad reads it from the
+# environment. KNOWN, TINYGRAD_ENV and DEFAULTS are read from it; derived defaults are in resolve().
+SCHEMA = Path(__file__).resolve().parents[2] / "schemas" / "platform.schema.yaml"
+_SCHEMA = load_schema(SCHEMA)
+_PROPS: dict[str, dict] = _SCHEMA["properties"]
+KNOWN = frozenset(k for k in _PROPS if k.isupper())
+TINYGRAD_ENV = frozenset(k for k in KNOWN if _PROPS[k].get("x-tinygrad-env"))
+DEFAULTS: dict[str, Any] = {k: _PROPS[k]["default"] for k in KNOWN if "default" in _PROPS[k]}
+RESOURCE_DEFAULTS: dict[str, int] = {k: v["default"] for k, v in _PROPS["resources"]["properties"].items()}
 # IGNORE_OOB: the v5.1 scripts export it; tinygrad 0.14 no longer reads it (kept so the profiles match the scripts).
-# FUSE_ARANGE / FUSE_ARANGE_UINT (v5.0 scripts) were removed from tinygrad (702e38dc19, e701106a64) and are refused.
-# hyperparameters and run settings, with their types (None-able where the default is derived)
-HPARAMS: dict[str, tuple] = {
-  "GPUS": INT, "BS": INT, "EVAL_BS": INT, "GRADIENT_ACC_STEPS": INT,
-  "OPT_BASE_LEARNING_RATE": FLOAT, "OPT_LAMB_BETA_1": FLOAT, "OPT_LAMB_BETA_2": FLOAT, "EPSILON": FLOAT,
-  "DECAY": FLOAT, "POLY_POWER": FLOAT, "LOSS_SCALER": FLOAT, "TRAIN_STEPS": INT, "NUM_WARMUP_STEPS": INT,
-  "EVAL_STEP_FREQ": INT, "SAVE_CKPT_FREQ": INT, "KEEP_CKPT_AMOUNT": INT, "TARGET": FLOAT,
-  "BERT_LAYERS": INT, "BERT_HIDDEN_SIZE": INT, "BERT_NUM_HEADS": INT, "BERT_INTERMEDIATE_SIZE": INT,
-  "EVAL_SAMPLES": INT, "INIT_BENCHMARK_STEPS": INT, "INIT_BERT_LAYERS": INT,
-  "FREE_INTERMEDIATE": INT, "DISABLE_DROPOUT": BOOL, "NUM_CPU_THREADS": INT, "EVAL_METRIC": STR,
-  "CACHE_CLEAR": BOOL, "TRAIN_BEAM": INT, "EVAL_BEAM": INT, "PARALLEL": INT,
-  "SUBMISSION_PLATFORM": STR, "SUBMISSION_DIVISION": STR, "SUBMISSION_ORG": STR, "SUBMISSION_STATUS": STR,
-}
-KNOWN = {**TINYGRAD_ENV, **HPARAMS}
+# FUSE_ARANGE / FUSE_ARANGE_UINT (v5.0 scripts) were removed from tinygrad (702e38dc19, e701106a64): not in the
+# schema, so a platform file that sets them is refused.
 FLOAT_NAMES = {"HALF": "half", "FLOAT16": "half", "BFLOAT16": "bfloat16", "FLOAT": "float32", "FLOAT32": "float32"}
 HALF_TYPES = {"half", "bfloat16"}
 EVAL_METRICS = ("tinygrad", "pooled")
@@ -54,8 +45,8 @@ def known_devices() -> set[str]:
   return {p.stem[4:].upper() for p in rt.glob("ops_*.py")} - {"DISK", "NPY", "TINYFS", "RDMA"}
 
 
-def load_platform(path: str | os.PathLike) -> dict[str, Any]:
-  """Read profiles/<name>/platform.yaml: a mapping of known keys of the right type."""
+def read_platform(path: str | os.PathLike) -> dict[str, Any]:
+  """The whole platform file, validated against schemas/platform.schema.yaml (settings and `resources`)."""
   path = Path(path)
   if not path.is_file():
     raise UserError(f"{path}: platform file not found; create it or set `platform:` in the config to the name of a "
@@ -66,19 +57,27 @@ def load_platform(path: str | os.PathLike) -> dict[str, Any]:
   return check_types(data, str(path))
 
 
-def check_types(data: dict[str, Any], where: str) -> dict[str, Any]:
-  for k, v in list(data.items()):
-    if k not in KNOWN:
-      raise UserError(f"{where}: unknown key {k!r}; known keys: {', '.join(sorted(KNOWN))}")
-    want = KNOWN[k]
-    if isinstance(v, str) and str not in want:  # a command-line override (snakemake --config) arrives as text
-      try: parsed = yaml.safe_load(v)
-      except yaml.YAMLError: parsed = v
-      if isinstance(parsed, want) and not (isinstance(parsed, bool) and bool not in want): data[k] = v = parsed
-    ok = v is None or (isinstance(v, want) and not (isinstance(v, bool) and bool not in want))
-    if not ok:
-      names = "/".join(t.__name__ for t in want)
-      raise UserError(f"{where}: key {k} must be a {names}, got {v!r} ({type(v).__name__}); fix its value")
+def load_platform(path: str | os.PathLike) -> dict[str, Any]:
+  """The settings of profiles/<name>/platform.yaml (its upper-case keys): what resolve() merges."""
+  return {k: v for k, v in read_platform(path).items() if k != "resources"}
+
+
+def train_resources(path: str | os.PathLike) -> dict[str, int]:
+  """The train job's Snakemake resources on this platform: mem_mb and runtime (minutes), the schema's defaults for
+  those the file leaves unset. (The `gpu` resource is GPUS, or 0 on CPU: see train_gpus.)"""
+  return {**RESOURCE_DEFAULTS, **read_platform(path).get("resources", {})}
+
+
+def train_gpus(hp: dict[str, Any]) -> int:
+  """The train job's `gpu` resource for resolved hyperparameters: GPUS, or 0 when tinygrad runs on the CPU."""
+  return 0 if hp["DEV"] == "CPU" else int(hp["GPUS"])
+
+
+def check_types(data: dict[str, Any], where: str, fix: str | None = None) -> dict[str, Any]:
+  """Validate settings against the platform schema (unknown keys, types); returns them with text overrides parsed."""
+  data = parse_text_values(data, _SCHEMA)  # a command-line override (snakemake --config) arrives as text
+  validate_config(data, SCHEMA, source=where,
+                  fix=fix or f"Fix these keys in {where} (the keys and types: {SCHEMA.name}).")
   return data
 
 
@@ -97,9 +96,14 @@ def resolve(platform: dict[str, Any], overrides: dict[str, Any] | None = None, s
   normalized FLOAT (float32/half/bfloat16). Raises UserError for an invalid combination.
   """
   hp = dict(platform)
-  hp.update(check_types(dict(overrides or {}), where))
+  over = check_types(dict(overrides or {}), where)
+  if "resources" in over:
+    raise UserError(f"{where}: `resources` are the train job's Snakemake resources, not a setting of the run; set "
+                    f"them in the platform file or with snakemake --set-resources train:mem_mb=N")
+  hp.update(over)
   hp = {k: v for k, v in hp.items() if v is not None}
-  dev = str(hp.get("DEV", "CPU")).upper()
+  for k, v in DEFAULTS.items(): hp.setdefault(k, v)
+  dev = str(hp["DEV"]).upper()
   devices = known_devices()
   if dev not in devices:
     raise UserError(f"DEV={hp.get('DEV')!r} is not a tinygrad 0.14 device; use one of {', '.join(sorted(devices))} "
@@ -107,7 +111,7 @@ def resolve(platform: dict[str, Any], overrides: dict[str, Any] | None = None, s
   hp["DEV"] = dev
   fl = hp["FLOAT"] = float_name(hp.get("DEFAULT_FLOAT"))
   half = fl in HALF_TYPES
-  gpus = hp.setdefault("GPUS", 1)
+  gpus = hp["GPUS"]
   if gpus < 1: raise UserError(f"GPUS={gpus}: must be at least 1")
   hp.setdefault("BS", (11 if half else 8) * gpus)
   if hp["BS"] < 1 or hp["BS"] % gpus != 0:
@@ -116,43 +120,18 @@ def resolve(platform: dict[str, Any], overrides: dict[str, Any] | None = None, s
   hp.setdefault("EVAL_BS", gpus)
   if hp["EVAL_BS"] < 1 or hp["EVAL_BS"] % gpus != 0:
     raise UserError(f"EVAL_BS={hp['EVAL_BS']} is not divisible by GPUS={gpus}; set EVAL_BS to a multiple of {gpus}")
-  hp.setdefault("GRADIENT_ACC_STEPS", 1)
   if hp["GRADIENT_ACC_STEPS"] != 1:
     raise UserError(f"GRADIENT_ACC_STEPS={hp['GRADIENT_ACC_STEPS']}: gradient accumulation is not implemented (as in "
                     f"tinygrad's train_bert); set it to 1 and raise BS instead")
   gbs = hp["GLOBAL_BATCH_SIZE"] = hp["BS"] * hp["GRADIENT_ACC_STEPS"]
   hp.setdefault("OPT_BASE_LEARNING_RATE", 0.000175 * math.sqrt(gbs / 96))
-  hp.setdefault("OPT_LAMB_BETA_1", 0.9)
-  hp.setdefault("OPT_LAMB_BETA_2", 0.999)
   hp.setdefault("TRAIN_STEPS", 3600000 // gbs)
-  hp.setdefault("NUM_WARMUP_STEPS", 1)
   hp.setdefault("LOSS_SCALER", 2.0 ** 11 if fl == "half" else 1.0)
-  hp.setdefault("DECAY", 0.01)
-  hp.setdefault("EPSILON", 1e-6)
-  hp.setdefault("POLY_POWER", 1.0)
   hp.setdefault("EVAL_STEP_FREQ", int(math.floor(0.05 * (230.23 * gbs + 3000000) / 25000) * 25000 // gbs))
-  hp.setdefault("SAVE_CKPT_FREQ", 1000)
-  hp.setdefault("KEEP_CKPT_AMOUNT", 5)
-  hp.setdefault("TARGET", 0.72)
   hp.setdefault("EVAL_SAMPLES", eval_examples)
-  hp.setdefault("INIT_BENCHMARK_STEPS", 10)
-  hp.setdefault("INIT_BERT_LAYERS", 2)
-  hp.setdefault("DISABLE_DROPOUT", False)
-  # files the train loader interleaves (tinygrad: NUM_CPU_THREADS, default min(os.cpu_count(), 8))
-  hp.setdefault("NUM_CPU_THREADS", 8)
   if hp["NUM_CPU_THREADS"] < 1: raise UserError(f"NUM_CPU_THREADS={hp['NUM_CPU_THREADS']} must be at least 1")
-  # masked-LM accuracy: "tinygrad" = train_bert's mean of per-batch accuracies over MAX_EVAL_STEPS batches read from
-  # an eval iterator that persists between evals and wraps; "pooled" = MLCommons' correct/total over the first
-  # EVAL_SAMPLES rows (docs/parity.md)
-  hp.setdefault("EVAL_METRIC", "tinygrad")
-  # the INIT phase empties tinygrad's kernel disk cache (as train_bert, before it logs cache_clear True)
-  hp.setdefault("CACHE_CLEAR", True)
   if hp["EVAL_METRIC"] not in EVAL_METRICS:
     raise UserError(f"EVAL_METRIC={hp['EVAL_METRIC']!r}: use one of {', '.join(EVAL_METRICS)}")
-  hp.setdefault("SUBMISSION_ORG", "tinycorp")
-  hp.setdefault("SUBMISSION_PLATFORM", "tinybox")
-  hp.setdefault("SUBMISSION_DIVISION", "open")
-  hp.setdefault("SUBMISSION_STATUS", "onprem")
   hp["SEED"] = int(seed)
   for k in ("TRAIN_STEPS", "NUM_WARMUP_STEPS", "EVAL_STEP_FREQ", "SAVE_CKPT_FREQ", "KEEP_CKPT_AMOUNT", "EVAL_SAMPLES"):
     if hp[k] < 1: raise UserError(f"{k}={hp[k]} must be at least 1; fix it in the platform file or `train:`")

@@ -14,7 +14,6 @@ from mlperf_bert.data.shards import Shard, read_features
 from mlperf_bert.data.tokenizer import Tokenizer, load_vocab
 
 PART0 = "86fa9dff905a6f8a0f5c8339a0aa405aabb4a7e4adaa48d6958a353f733cdde6"
-EVAL_ALL = "818977e5fb6760f9362df2a0d89c914f9398309a2284bbd212d71202d31f10da"
 ENGINES = available_engines()
 
 
@@ -35,13 +34,19 @@ def test_part0_matches_reference_digest(tmp_path, demo_text, engine):
   assert (tmp_path / "part0.shard.sha256").exists()
 
 
-def test_eval_text_matches_reference_digest_via_cli(tmp_path, demo_text):
-  out, npz = tmp_path / "eval_all.shard", tmp_path / "eval_all.npz"
-  assert main(["shard", "--input", str(demo_text / "eval.txt"), "--vocab", str(DEMO / "vocab.txt"),
-               "--output", str(out), "--no-progress"]) == 0
+def test_cli_shard_and_features_are_build_shard_and_read_features(tmp_path, demo_text):
+  """The `shard` and `features` subcommands run the functions tested above (the eval.txt digest, EVAL_ALL, is checked
+  once, in test_evalset.py): a small topic through the CLI equals build_shard + read_features."""
+  text = tmp_path / "small.txt"
+  text.write_text("\n\n".join((demo_text / "part-00000-of-00008").read_text().split("\n\n")[:20]) + "\n")
+  out, npz, ref = tmp_path / "cli.shard", tmp_path / "cli.npz", tmp_path / "ref.shard"
+  assert main(["shard", "--input", str(text), "--vocab", str(DEMO / "vocab.txt"), "--output", str(out),
+               "--no-progress"]) == 0
   assert main(["features", str(out), "--npz", str(npz)]) == 0
+  build_shard(text, DEMO / "vocab.txt", ref, log=None)
+  want = read_features(ref)
   with np.load(npz, allow_pickle=False) as f:
-    assert f["input_ids"].shape == (2862, 512) and digest(f) == EVAL_ALL
+    assert f["input_ids"].shape[0] == len(Shard(ref)) > 0 and digest(f) == digest(want)
 
 
 @pytest.mark.parametrize("settings", [Settings(128, 20, 0.15, 0.1, 7, 2), Settings(64, 10, 0.3, 0.5, 1, 1),

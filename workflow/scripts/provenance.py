@@ -1,8 +1,7 @@
 # rule provenance: the JSON record beside a result log (config, versions, git, hashes of every input).
-import json, os
-
 from jobglue import REPO, job_log
 from mlperf_bert.audit.provenance import write_provenance
+from mlperf_bert.snakejob import recorded_command
 
 with job_log(snakemake.log[0]):
     i = snakemake.input
@@ -19,7 +18,7 @@ with job_log(snakemake.log[0]):
         config=snakemake.params.config,
         seed=snakemake.wildcards.seed,
         platform=snakemake.wildcards.platform,
-        command=json.loads(os.environ.get("MLPERF_BERT_COMMAND", "null")) or "(not recorded)",
+        command=recorded_command(snakemake.params.basedir) or "(not recorded)",
         repo_dir=REPO,
         basedir=snakemake.params.basedir,
         extra={"rule": snakemake.rule},

@@ -1,0 +1,35 @@
+"""tools/import_graph.py: the package's wings import downwards only (data <- train <- audit), with no circle; and the
+tool fails, naming the import, when a fake package breaks either rule."""
+import subprocess, sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+TOOL = REPO / "tools" / "import_graph.py"
+
+
+def _run(*args):
+  return subprocess.run([sys.executable, str(TOOL), *args], capture_output=True, text=True, timeout=120)
+
+
+def test_package_has_three_wings_without_circles():
+  r = _run()
+  assert r.returncode == 0, r.stdout + r.stderr
+  assert "0 circles" in r.stdout and "!!" not in r.stdout
+  assert "train -> data" in r.stdout and "audit -> data" in r.stdout  # the wings exist and import downwards
+  assert "data -> train" not in r.stdout and "data -> audit" not in r.stdout and "train -> audit" not in r.stdout
+
+
+def test_broken_layering_is_named(tmp_path):
+  pkg = tmp_path / "mlperf_bert"
+  for d in ("data", "train", "audit"): (pkg / d).mkdir(parents=True)
+  (pkg / "errors.py").write_text("from mlperf_bert.data import shards\n")                 # base -> wing
+  (pkg / "data" / "shards.py").write_text("def f():\n  from mlperf_bert.train.run import x\n")  # data -> train (lazy)
+  (pkg / "train" / "run.py").write_text("from . import model\nx = 1\n")                      # circle run <-> model
+  (pkg / "train" / "model.py").write_text("from mlperf_bert.train import run\n")
+  (pkg / "audit" / "checks.py").write_text("import mlperf_bert.data.shards\n")              # allowed
+  r = _run("--package", str(pkg))
+  assert r.returncode == 1, r.stdout + r.stderr
+  assert "mlperf_bert.data.shards -> mlperf_bert.train.run (data must not import train)" in r.stderr
+  assert "mlperf_bert.errors -> mlperf_bert.data.shards (base must not import data)" in r.stderr
+  assert "import circle: mlperf_bert.train.model <-> mlperf_bert.train.run" in r.stderr
+  assert "audit" not in r.stderr  # audit -> data is the allowed direction

@@ -1,0 +1,67 @@
+"""The workflow as Snakemake sees it, without running a job: `snakemake --lint` is clean, and the demo config and
+config/mlperf.yaml with every platform profile give a complete dry run whose train jobs carry the platform's resources.
+Also the one real (cheap) run: Snakemake's command line reaches the basedir for the provenance records."""
+import json, re
+from pathlib import Path
+
+import pytest, yaml
+
+from workflow_helpers import REPO, snakemake
+
+PROFILES = sorted(p.name for p in (REPO / "profiles").iterdir() if (p / "platform.yaml").is_file())
+
+
+def _jobs(out: str) -> dict[str, int]:
+  """The dry run's job-count table: {rule: count}."""
+  table = out.split("Job stats:", 1)[1].split("Reasons:", 1)[0]
+  return {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M)}
+
+
+def _train_resources(out: str) -> set[str]:
+  """The `resources:` lines of the dry run's train jobs."""
+  jobs = re.split(r"^(?=(?:local)?(?:rule|checkpoint) \w+:$)", out, flags=re.M)
+  return {line.strip() for j in jobs if j.startswith("rule train:")
+          for line in j.splitlines() if line.strip().startswith("resources:")}
+
+
+def test_lint_is_clean(tmp_path):
+  r = snakemake(tmp_path, "--lint")
+  assert "Congratulations, your workflow is in a good condition!" in r.stdout + r.stderr, r.stdout + r.stderr
+
+
+def test_demo_dry_run(tmp_path):
+  r = snakemake(tmp_path, "-n", "--config", f"basedir={tmp_path / 'base'}")
+  jobs = _jobs(r.stdout)
+  demo = yaml.safe_load((REPO / "config.yaml").read_text())
+  # before the extract checkpoint has run, the DAG holds every download and the seeds' runs (topics come later)
+  assert jobs["download"] == len(demo["sources"]) and jobs["train"] == len(demo["seeds"]), jobs
+  assert "convert_checkpoint" not in jobs  # the demo trains from a seeded random init
+  assert _train_resources(r.stdout) == {"resources: tmpdir=/tmp, gpu=0, runtime=30, mem_mb=3000, mem=3 GB, mem_mib=2862"}
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_mlperf_config_dry_run_with_each_profile(tmp_path, profile):
+  """`--profile profiles/<p> --configfile config/mlperf.yaml`: the README's command for real data, on each platform."""
+  r = snakemake(tmp_path, "--profile", str(REPO / "profiles" / profile), "-n",
+                "--config", f"basedir={tmp_path / 'base'}", f"platform={profile}", configfile=REPO / "config/mlperf.yaml")
+  jobs = _jobs(r.stdout)
+  mlperf = yaml.safe_load((REPO / "config/mlperf.yaml").read_text())
+  assert jobs["download"] == len(mlperf["sources"]) and jobs["train"] == len(mlperf["seeds"]), jobs
+  assert jobs["convert_checkpoint"] == 1, jobs
+  # the train job's resources are the platform file's: gpu = GPUS (0 on CPU), mem_mb and runtime from `resources:`
+  plat = yaml.safe_load((REPO / "profiles" / profile / "platform.yaml").read_text())
+  gpus = 0 if plat.get("DEV", "CPU").upper() == "CPU" else plat.get("GPUS", 1)
+  (line,) = _train_resources(r.stdout)
+  assert f"gpu={gpus}" in line and f"mem_mb={plat['resources']['mem_mb']}," in line, line
+  assert f"runtime={plat['resources']['runtime']}" in line, line
+
+
+def test_run_records_its_command_dry_run_does_not(tmp_path):
+  base = tmp_path / "base"
+  snakemake(tmp_path, "-n", "--config", f"basedir={base}")
+  assert not (base / "logs/snakemake_command.json").exists()  # a dry run writes nothing
+  target = str(base / "download/vocab.txt")  # the cheapest real job: copy the demo vocab
+  snakemake(tmp_path, "--cores", "1", "--config", f"basedir={base}", "--", target)
+  cmd = json.loads((base / "logs/snakemake_command.json").read_text())
+  assert cmd == ["snakemake", "-s", str(REPO / "Snakefile"), "-d", str(tmp_path), "--cores", "1", "--config",
+                 f"basedir={base}", "--", target], cmd
