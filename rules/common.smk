@@ -3,6 +3,7 @@
 # not beside the rules (snakemake --lint). Snakemake puts the Snakefile's folder (the repository) first on sys.path,
 # so the package is imported from this checkout.
 import functools
+import hashlib
 import importlib.metadata
 import os
 import re
