@@ -174,7 +174,7 @@ def main():
   for log in logs:
     phases[log.name] = ph = log_phases(log)
     print(f"{log.relative_to(tree)}: INIT phase {ph.get('init_s', float('nan')):.1f} s, RUN phase {ph.get('run_s', float('nan')):.1f} s, "
-          f"status {ph.get('status')}; accuracy " + ", ".join(f"{e}:{v:.4f}" for e, v in ph["accuracies"]))
+          f"status {ph.get('status')}; masked-LM accuracy at (samples) " + ", ".join(f"{e}: {v:.4f}" for e, v in ph["accuracies"]))
   if a.json:
     a.json.write_text(json.dumps({"machine": m, "wall_s": wall, "cpu_s": total_cpu, "rules": rules, "jobs": jobs,
                                   "logs": phases, "checkout": str(checkout), "rev": a.rev}, indent=1))

@@ -107,6 +107,7 @@ def main():
   ap.add_argument("--steps", type=int, default=10, help="timed steps per side (after 2 warm-up steps)")
   ap.add_argument("--gpus", type=int, default=1, help="CPU devices (data parallel) for both sides")
   ap.add_argument("--own-tinygrad", action="store_true", help="tinygrad's side imports the checkout's own tinygrad")
+  ap.add_argument("--commit", help="the tinygrad commit the checkout was made from (printed; default: git rev-parse)")
   ap.add_argument("--json", type=Path, help="also write the figures as JSON here")
   a = ap.parse_args()
   co = a.checkout.resolve()
@@ -126,7 +127,9 @@ def main():
   print(f"shape: BS {s['BS']}, seq {s['SEQ']}, {s['PRED']} predictions, {s['LAYERS']} layers, hidden {s['HIDDEN']}, "
         f"{s['HEADS']} heads, intermediate {s['INTER']}, vocab {s['VOCAB']}, fp32, dropout on, {a.gpus} CPU device(s); "
         f"env {' '.join(f'{k}={v}' for k, v in sorted(tg_env.items()))}")
-  rev = subprocess.run(["git", "-C", str(co), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip() or "(not a git work tree)"
+  rev = a.commit or subprocess.run(["git", "-C", str(co), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip() \
+    or "(unknown: not a git work tree; pass --commit)"
+  print(f"tinygrad checkout {co} at {rev}")
   ours = run_side("mlperf-bert", OURS, s, env, REPO)
   theirs = run_side("tinygrad", THEIRS, s, env, co)
   out = {"machine": m, "settings": s, "tinygrad_checkout_rev": rev, "ours": ours, "tinygrad": theirs}
