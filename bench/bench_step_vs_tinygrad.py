@@ -62,6 +62,7 @@ timed(lambda b: steps.train(b)[0].item(), S["STEPS"])
 '''
 
 THEIRS = COMMON + r'''
+sys.path = [p for p in sys.path if p not in ("", ".", S["CHECKOUT"])]
 if not S["OWN"]: sys.path.append(S["CHECKOUT"])   # examples/ and extra/ from the checkout, tinygrad from the venv
 else: sys.path.insert(0, S["CHECKOUT"])
 from tinygrad import Tensor, Device
@@ -131,7 +132,7 @@ def main():
     or "(unknown: not a git work tree; pass --commit)"
   print(f"tinygrad checkout {co} at {rev}")
   ours = run_side("mlperf-bert", OURS, s, env, REPO)
-  theirs = run_side("tinygrad", THEIRS, s, env, co)
+  theirs = run_side("tinygrad", THEIRS, s, env, REPO)  # not cwd=checkout: `python -c` would import its tinygrad first
   out = {"machine": m, "settings": s, "tinygrad_checkout_rev": rev, "ours": ours, "tinygrad": theirs}
   for name, r in (("mlperf-bert", ours), (f"tinygrad train_step_bert ({co.name})", theirs)):
     r["median_wall_ms"], r["median_cpu_ms"] = statistics.median(r["wall_ms"]), statistics.median(r["cpu_ms"])
