@@ -4,13 +4,15 @@
 fp32, dropout on, the same random batches, the same tinygrad environment (the cpu platform's: USE_ATOMICS=1 ...).
 
   git -C <tinygrad mirror> archive e0139fafc15d9dd945eb7b6b7d97e43ca6e2f178 | tar -x -C /tmp/tg
-  .venv/bin/python bench/bench_step_vs_tinygrad.py /tmp/tg [--steps 10] [--gpus 1] [--own-tinygrad]
+  .venv/bin/python bench/bench_step_vs_tinygrad.py /tmp/tg --commit e0139fa [--steps 10] [--gpus 1] [--venv-tinygrad]
 
 The checkout must have a module-level `train_step_bert(model, optimizer, scheduler, loss_scaler, GPUS, grad_acc,
 **kwargs)` (tinygrad commits of 2025, e.g. e0139fa; later ones nest it inside train_bert). Its model is
 `get_mlperf_bert_model()` with BERT_SIZE=tiny (the same shape), LAMB groups and PolynomialDecayWithWarmup set up as
-train_bert does. By default both sides use this virtualenv's tinygrad library (the checkout only supplies
-examples/ and extra/); --own-tinygrad runs tinygrad's side with the checkout's own tinygrad instead.
+train_bert does. tinygrad's side runs with the checkout's own tinygrad library (its examples need it: those of
+e0139fa import tinygrad.device.is_dtype_supported, gone in 0.14, and no commit with a module-level train_step_bert
+matches 0.14's API); this project's side runs with this virtualenv's tinygrad (0.14.0). --venv-tinygrad tries
+tinygrad's side on the venv's library instead.
 Each side runs in its own process, one after the other: 2 warm-up steps (compile, JIT capture), then --steps timed
 steps; printed: median wall ms and CPU ms (user+sys of the process, all threads) per step, and the ratios
 (this project / tinygrad: below 1.0 means this project's step is faster).
@@ -107,7 +109,8 @@ def main():
   ap.add_argument("checkout", type=Path, help="a tinygrad work tree (git archive of a commit such as e0139fa)")
   ap.add_argument("--steps", type=int, default=10, help="timed steps per side (after 2 warm-up steps)")
   ap.add_argument("--gpus", type=int, default=1, help="CPU devices (data parallel) for both sides")
-  ap.add_argument("--own-tinygrad", action="store_true", help="tinygrad's side imports the checkout's own tinygrad")
+  ap.add_argument("--venv-tinygrad", action="store_true",
+                  help="tinygrad's side imports this venv's tinygrad (default: the checkout's own, which its examples match)")
   ap.add_argument("--commit", help="the tinygrad commit the checkout was made from (printed; default: git rev-parse)")
   ap.add_argument("--json", type=Path, help="also write the figures as JSON here")
   a = ap.parse_args()
@@ -122,7 +125,7 @@ def main():
   tg_env = tinygrad_env(resolve(load_platform(REPO / "profiles" / "cpu" / "platform.yaml"), {}))
   tg_env.pop("DEBUG", None)
   env = dict(os.environ, **tg_env, BERT_SIZE="tiny", BERT_LAYERS=str(SHAPE["LAYERS"]), PYTHONPATH="")
-  s = dict(SHAPE, STEPS=a.steps, GPUS=a.gpus, REPO=str(REPO), CHECKOUT=str(co), OWN=a.own_tinygrad)
+  s = dict(SHAPE, STEPS=a.steps, GPUS=a.gpus, REPO=str(REPO), CHECKOUT=str(co), OWN=not a.venv_tinygrad)
   m = machine()
   print(f"machine: {m.get('cpu')}; {m.get('cores')} cores; flags {m.get('flags')}; {m.get('clang')}; load average {m.get('load_avg_at_start')}")
   print(f"shape: BS {s['BS']}, seq {s['SEQ']}, {s['PRED']} predictions, {s['LAYERS']} layers, hidden {s['HIDDEN']}, "
