@@ -58,7 +58,7 @@ def machine():
   except (OSError, AttributeError):
     pass
   try:
-    info["clang"] = subprocess.run(["clang", "--version"], capture_output=True, text=True).stdout.splitlines()[0]
+    info["clang"] = subprocess.run(["clang", "--version"], capture_output=True, text=True, check=False).stdout.splitlines()[0]
   except (OSError, IndexError):
     info["clang"] = "none"
   try:
@@ -143,7 +143,7 @@ def main():
   r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
   t0 = time.perf_counter()
   with open(scratch / "snakemake.out", "w") as out:
-    p = subprocess.run(cmd, cwd=tree, env=env, stdout=out, stderr=subprocess.STDOUT)
+    p = subprocess.run(cmd, cwd=tree, env=env, stdout=out, stderr=subprocess.STDOUT, check=False)
   wall = time.perf_counter() - t0
   r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
   total_cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
@@ -159,7 +159,6 @@ def main():
     d["cpu_s"] += j["cpu_s"]
     d["peak_rss_mb"] = max(d["peak_rss_mb"], j["peak_rss_mb"])
     d["first"], d["last"] = min(d["first"], j["start"]), max(d["last"], j["end"])
-  t_start = min((j["start"] for j in jobs), default=0)
   print(f"\nmachine: {m.get('cpu')}; {m.get('cores')} cores; {m.get('mem_gb')} GB; flags {m.get('flags')}; {m.get('clang')}; "
         f"python {m['python']}; load average at start {m.get('load_avg_at_start')}")
   print(f"\n{'rule':<20} {'jobs':>4} {'wall s (sum)':>12} {'span s':>8} {'CPU s':>8} {'peak RSS MB':>11}")
@@ -175,6 +174,15 @@ def main():
     phases[log.name] = ph = log_phases(log)
     print(f"{log.relative_to(tree)}: INIT phase {ph.get('init_s', float('nan')):.1f} s, RUN phase {ph.get('run_s', float('nan')):.1f} s, "
           f"status {ph.get('status')}; masked-LM accuracy at (samples) " + ", ".join(f"{e}: {v:.4f}" for e, v in ph["accuracies"]))
+  for tlog in sorted((tree / "results" / "demo" / "logs" / "train").glob("*/seed_*.log")):
+    text = tlog.read_text(errors="replace").replace("\r", "\n")
+    steps = [float(m.group(2)) for m in re.finditer(r"^\s*(\d+)\s+([\d.]+) ms run", text, re.MULTILINE)]
+    init = re.search(r"init: compiled .* in ([\d.]+) s", text)
+    if steps:
+      med = sorted(steps)[len(steps) // 2]
+      phases.setdefault("train_logs", {})[tlog.name] = {"first_step_ms": steps[0], "median_step_ms": med, "steps": len(steps)}
+      print(f"{tlog.relative_to(tree)}: INIT warm-up {init.group(1) if init else '?'} s; first RUN step {steps[0]:.0f} ms "
+            f"(its kernels compiled by INIT), median step {med:.0f} ms over {len(steps)} steps")
   if a.json:
     a.json.write_text(json.dumps({"machine": m, "wall_s": wall, "cpu_s": total_cpu, "rules": rules, "jobs": jobs,
                                   "logs": phases, "checkout": str(checkout), "rev": a.rev}, indent=1))

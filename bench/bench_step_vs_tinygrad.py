@@ -17,7 +17,7 @@ Each side runs in its own process, one after the other: 2 warm-up steps (compile
 steps; printed: median wall ms and CPU ms (user+sys of the process, all threads) per step, and the ratios
 (this project / tinygrad: below 1.0 means this project's step is faster).
 """
-import argparse, json, os, statistics, subprocess, sys, textwrap
+import argparse, json, os, statistics, subprocess, sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -97,7 +97,7 @@ timed(step, S["STEPS"])
 
 
 def run_side(name: str, code: str, settings: dict, env: dict, cwd: Path) -> dict:
-  p = subprocess.run([sys.executable, "-c", code, json.dumps(settings)], env=env, cwd=cwd, capture_output=True, text=True)
+  p = subprocess.run([sys.executable, "-c", code, json.dumps(settings)], env=env, cwd=cwd, capture_output=True, text=True, check=False)
   res = next((json.loads(l[7:]) for l in p.stdout.splitlines() if l.startswith("RESULT ")), None)
   if p.returncode != 0 or res is None:
     sys.exit(f"bench_step_vs_tinygrad.py: the {name} side failed (exit {p.returncode}):\n{p.stderr[-3000:]}")
@@ -131,7 +131,7 @@ def main():
   print(f"shape: BS {s['BS']}, seq {s['SEQ']}, {s['PRED']} predictions, {s['LAYERS']} layers, hidden {s['HIDDEN']}, "
         f"{s['HEADS']} heads, intermediate {s['INTER']}, vocab {s['VOCAB']}, fp32, dropout on, {a.gpus} CPU device(s); "
         f"env {' '.join(f'{k}={v}' for k, v in sorted(tg_env.items()))}")
-  rev = a.commit or subprocess.run(["git", "-C", str(co), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip() \
+  rev = a.commit or subprocess.run(["git", "-C", str(co), "rev-parse", "HEAD"], capture_output=True, text=True, check=False).stdout.strip() \
     or "(unknown: not a git work tree; pass --commit)"
   print(f"tinygrad checkout {co} at {rev}")
   ours = run_side("mlperf-bert", OURS, s, env, REPO)
