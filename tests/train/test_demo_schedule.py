@@ -1,0 +1,14 @@
+"""The cpu demo's schedule settings leave training unchanged: how often the eval set is evaluated and how many INIT
+warm-up steps run change no weight and draw no random number of the real run, so its losses are identical step by
+step and the final accuracy too. The demo relies on it: it evaluates every 125 steps (not 50) after a 1-step INIT
+(not 3) and still crosses its TARGET at step 250 as the every-50-steps run did (profiles/cpu/platform.yaml)."""
+from train.test_train import data, make_run  # noqa: F401  (data is a module fixture)
+
+
+def test_eval_frequency_and_init_steps_do_not_change_the_trajectory(data, tmp_path):  # noqa: F811
+  often = make_run(data, tmp_path / "often", EVAL_STEP_FREQ=2, INIT_BENCHMARK_STEPS=1).run()
+  rarely = make_run(data, tmp_path / "rarely", EVAL_STEP_FREQ=12, INIT_BENCHMARK_STEPS=3).run()
+  assert [s for s, _ in often.accuracies] == [2, 4, 6, 8, 10, 12] and [s for s, _ in rarely.accuracies] == [12]
+  assert len(often.losses) == len(rarely.losses) == 12
+  assert often.losses == rarely.losses                      # bit-identical, step by step
+  assert often.accuracies[-1] == rarely.accuracies[-1]
