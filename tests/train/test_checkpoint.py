@@ -146,7 +146,8 @@ def test_interrupted_write_leaves_nothing(tiny_ckpt, tmp_path, monkeypatch):
       return get(n)
     real(path, shapes, get2, metadata)
   monkeypatch.setattr(ck, "_write_safetensors_streaming", failing)
-  with pytest.raises(OSError):
+  from mlperf_bert.errors import UserError
+  with pytest.raises(UserError, match="model.safetensors.*(No space|disk)"):  # one line naming the path
     convert_tf_checkpoint(prefix, cfg_path, tmp_path / "model.safetensors", log=lambda s: None)
   assert list(tmp_path.iterdir()) == []
 
