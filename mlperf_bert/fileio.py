@@ -1,6 +1,6 @@
 """Small file helpers every stage uses: atomic outputs and file digests."""
 from __future__ import annotations
-import contextlib, errno, hashlib, os, socket, tempfile
+import contextlib, errno, hashlib, os, shutil, socket, tempfile
 from pathlib import Path
 from typing import Iterator
 
@@ -113,3 +113,12 @@ def file_digest(path: str | os.PathLike, algo: str = "md5", chunk: int = 1 << 20
     while block := f.read(chunk):
       h.update(block)
   return h.hexdigest()
+
+
+def copy_to_part(src: str | os.PathLike, part: str | os.PathLike) -> None:
+  """Copy a local source file to a download's temp file; on any failure remove the partial copy."""
+  try:
+    shutil.copyfile(src, part)
+  except BaseException:
+    Path(part).unlink(missing_ok=True)
+    raise

@@ -15,13 +15,13 @@ backoff inside the job; nothing deterministic (an MD5 mismatch, a missing path, 
 Beside the target, `<target>.sha256` records the sha256 of what was accepted (the provenance record reads it).
 """
 from __future__ import annotations
-import gzip, json, os, shutil, tarfile, tempfile, zlib
+import gzip, json, os, tarfile, tempfile, zlib
 from pathlib import Path
 from typing import Callable
 from urllib.parse import urlsplit
 
 from mlperf_bert.errors import UserError
-from mlperf_bert.fileio import atomic_path
+from mlperf_bert.fileio import atomic_path, copy_to_part
 from mlperf_bert.data import r2
 
 GDRIVE_URL = "https://drive.google.com/uc?id={id}"
@@ -147,11 +147,7 @@ def _fetch(source, dest: Path, *, md5, root, path, listing, uri, gdrive_url, att
       raise UserError(f"{dest.name}: source file {where} does not exist; fix the path under "
                       f"sources/{dest.name}/url in the config, or point it at a URL or gdrive:<id>")
     log(f"copying {where} -> {dest}")
-    try:
-      shutil.copyfile(where, part)
-    except BaseException:
-      part.unlink(missing_ok=True)
-      raise
+    copy_to_part(where, part)
   else:
     _gdown(where, dest, part, attempts=attempts, backoff=backoff, log=log, quiet=quiet)
   return r2.finish_part(part, dest, md5=md5, source=source, what=dest.name, validate=validate, log=log)

@@ -14,13 +14,13 @@ beside the target (kept across a failed attempt, never at the target path), md5-
 for network errors only, a tqdm bar (bytes, rate, ETA) in the job's log.
 """
 from __future__ import annotations
-import contextlib, errno, hashlib, os, re, shutil, time
+import contextlib, errno, hashlib, os, re, time
 from pathlib import Path, PurePosixPath
 from typing import Callable
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from mlperf_bert.errors import UserError
-from mlperf_bert.fileio import atomic_path
+from mlperf_bert.fileio import atomic_path, copy_to_part
 
 PREFIX = "mlcommons-r2:"
 URI_SUFFIXES = (".uri", ".url")  # the downloader's older metadata files end in .url
@@ -413,11 +413,7 @@ def fetch_member(listing_md5: str | Path, uri_file: str | Path, rel: str, dest: 
   part = part_path(dest, listed, str(src))
   _drop_stale_parts(dest, part)
   log(f"copying {src} -> {dest}")
-  try:
-    shutil.copyfile(src, part)
-  except BaseException:
-    part.unlink(missing_ok=True)
-    raise
+  copy_to_part(src, part)
   return finish_part(part, dest, md5=listed, source=str(src), what=what, validate=validate, log=log)
 
 
