@@ -10,7 +10,7 @@ Phases (as train_bert with INITMLPERF then RUNMLPERF):
   RUN   run_start, seed, hyperparameters; the real model (seeded init or the converted checkpoint) trains on the
         shard stream; every EVAL_STEP_FREQ steps (and at TRAIN_STEPS) the eval set's masked-LM accuracy is
         measured; reaching TARGET stops with run_stop success, TRAIN_STEPS without it with run_stop aborted.
-Resume: every SAVE_CKPT_FREQ steps a safetensors checkpoint (weights, LAMB state, schedule step, RNG counters,
+Resume: with CKPT on (off by default, as train_bert), every SAVE_CKPT_FREQ steps a safetensors checkpoint (weights, LAMB state, schedule step, RNG counters,
 loader position; no pickle) goes to ckpt_dir, keeping KEEP_CKPT_AMOUNT. A new run with the same settings
 continues from the newest one, appending to the kept work log; checkpoints of other settings are removed.
 The result log appears at log_path only when the run finished; until then (or after an abort) it is the work log.
@@ -217,7 +217,7 @@ class TrainRun:
     if init_weights is not None and not Path(init_weights).is_file():
       raise UserError(f"{init_weights}: initial checkpoint not found; run the checkpoint conversion first")
     self.fingerprint = hashlib.sha256(json.dumps(
-      {"hp": {k: v for k, v in rule_params(self.hp).items() if k not in ("KEEP_CKPT_AMOUNT", "SAVE_CKPT_FREQ")},
+      {"hp": {k: v for k, v in rule_params(self.hp).items() if k not in ("CKPT", "KEEP_CKPT_AMOUNT", "SAVE_CKPT_FREQ")},
        "shards": [Path(p).name for p in shard_paths], "seq": self.seq, "pred": self.pred,
        "model": dataclasses.asdict(self.cfg),
        "init": Path(init_weights).name if init_weights else None},  # names, not paths: a moved tree resumes
@@ -402,7 +402,7 @@ class TrainRun:
             status = "success"; break
         if step % hp["SAVE_CKPT_FREQ"] == 0 and step < train_steps:
           if step > prev_ckpt_step: log.block_stop(step, step - prev_ckpt_step)
-          self._save(steps, step, pos_after)
+          if hp["CKPT"]: self._save(steps, step, pos_after)  # tinygrad saves only under CKPT: off, nothing is spent
           log.block_start(step * gbs, step)
           prev_ckpt_step = step
       if status is None:

@@ -59,7 +59,8 @@ def make_run(data, tmp_path, devices=None, **over):
   base = dict(DEV="CPU", BS=4, EVAL_BS=8, OPT_BASE_LEARNING_RATE=0.01, NUM_WARMUP_STEPS=3, TRAIN_STEPS=12,
               EVAL_STEP_FREQ=6, SAVE_CKPT_FREQ=4, KEEP_CKPT_AMOUNT=2, TARGET=0.99, EVAL_SAMPLES=20,
               INIT_BENCHMARK_STEPS=0, SUBMISSION_PLATFORM="test_cpu", SUBMISSION_DIVISION="open",
-              CACHE_CLEAR=False)  # the kernel cache is shared with other processes on this machine
+              CACHE_CLEAR=False,  # the kernel cache is shared with other processes on this machine
+              CKPT=True)
   base.update(over)
   hp = resolve({}, base, seed=3, eval_examples=20)
   return TrainRun(hp, shard_paths=data["shards"], eval_path=data["eval"], bert_config=data["config"],
@@ -90,6 +91,14 @@ def test_run_stop_resume_equals_uninterrupted(data, tmp_path):
   assert log.count('"key": "run_start"') == 1 and log.count('"key": "resume_from_checkpoint"') == 1
   ok, out = compliance_check(tmp_path / "b" / "results" / "result_bert_3.log")
   assert ok, out
+
+
+def test_no_checkpoint_in_the_run_unless_ckpt(data, tmp_path):
+  # tinygrad's default: nothing is saved inside the timed run, so a stopped run has nothing to resume from
+  first = make_run(data, tmp_path, CKPT=False).run(stop_after=7)
+  assert first.status == "stopped" and list_checkpoints(tmp_path / "ckpt") == []
+  again = make_run(data, tmp_path, CKPT=False).run(stop_after=1)
+  assert again.steps == 1  # started over at step 0
 
 
 def test_other_settings_do_not_resume(data, tmp_path):
