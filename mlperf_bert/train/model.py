@@ -248,7 +248,10 @@ class BertForPretraining:
   def _layer(self, x: Tensor, mask_add: Tensor, i: int) -> Tensor:
     p = f"bert/encoder/layer_{i}"
     a = self._attention(x, mask_add, f"{p}/attention")
-    h = _gelu(self._dense(a, f"{p}/intermediate/dense"))
+    # materialize the GELU's output and its input's gradient: otherwise tinygrad fuses the erf GELU (and its
+    # derivative) into the next matmul and recomputes it once per output column (on CPU 0.6 s of a 1.5 s demo step;
+    # bench/bench_step_vs_tinygrad.py). Values are unchanged (tests/train/test_parity.py).
+    h = _gelu(self._dense(a, f"{p}/intermediate/dense").contiguous_backward()).contiguous()
     o = self._dense(h, f"{p}/output/dense").dropout(self.config.hidden_dropout_prob)
     return self._layer_norm(o + a, f"{p}/output/LayerNorm")
 
