@@ -40,7 +40,7 @@ def main():
     # eval speed: one pass over EVAL_SAMPLES with the jitted eval step
     steps = run._build()
     run._evaluate(steps)  # compile
-    acc, _, secs = run._evaluate(steps)
+    acc, secs = run._evaluate(steps)
   print(f"platform {a.platform}: BS {hp['BS']}, seq {ev.max_seq_length}, pred {ev.max_predictions_per_seq}, "
         f"{run.cfg.num_hidden_layers} layers, hidden {run.cfg.hidden_size}, {hp['FLOAT']}, BEAM {hp.get('BEAM', 0)}")
   print(f"first step (incl. compile): {r['first_step_s']:.1f} s; median step {r['median_step_s'] * 1e3:.1f} ms; "

@@ -240,7 +240,8 @@ class BertForPretraining:
     k = heads(self._dense(x, f"{prefix}/self/key"))
     v = heads(self._dense(x, f"{prefix}/self/value"))
     scores = q.matmul(k.transpose(-2, -1), dtype=dtypes.float32) * (1.0 / math.sqrt(hs)) + mask_add
-    probs = scores.cast(self.dtype).softmax(-1).dropout(self.config.attention_probs_dropout_prob)
+    # contiguous: otherwise the softmax (its exp) is recomputed inside the probs @ v matmul for every output column
+    probs = scores.cast(self.dtype).softmax(-1).contiguous().dropout(self.config.attention_probs_dropout_prob)
     ctx = probs.matmul(v).permute(0, 2, 1, 3).reshape(B, S, nh * hs)
     out = self._dense(ctx, f"{prefix}/output/dense").dropout(self.config.hidden_dropout_prob)
     return self._layer_norm(out + x, f"{prefix}/output/LayerNorm")

@@ -136,7 +136,7 @@ def _eval_numbers(steps, batches, n):
   accs, correct, total = [], 0.0, 0.0
   for j in range(n):
     b = _batch(batches, f"evalx{j}")
-    c, t, _, a = steps.evaluate(b, np.ones(b["input_ids"].shape[0], np.float32))
+    c, t, a = steps.evaluate(b, np.ones(b["input_ids"].shape[0], np.float32))
     accs.append(a.item()); correct += c.item(); total += t.item()
   return accs, correct / total
 
