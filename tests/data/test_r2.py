@@ -138,22 +138,20 @@ def test_access_denied_names_the_dataset_and_the_fix(server, tmp_path, fault):
   assert _files(out.parent) == []
 
 
-def test_html_body_is_refused(server, tmp_path):
+@pytest.mark.parametrize("fault,match", [("html", "HTML page where data was expected"),
+                                         ("404", "not on the server \\(HTTP 404\\)")])
+def test_bad_answer_is_refused_and_leaves_nothing(server, tmp_path, fault, match):
   md5_list, uri, _ = _listing(server, tmp_path)
-  server.faults["bert_config.json"] = "html"
+  server.faults["bert_config.json"] = fault
   out = tmp_path / "dl" / "bert_config.json"
-  with pytest.raises(UserError, match="HTML page where data was expected"):
+  with pytest.raises(UserError, match=match):
     r2.fetch_member(md5_list, uri, "bert_config.json", out, dataset="bert-input-files", **QUIET)
+  assert len(server.gets("bert_config.json")) == 1  # neither is retried
   assert _files(out.parent) == []
 
 
-def test_missing_file_on_the_server(server, tmp_path):
+def test_names_outside_the_list_or_the_server(server, tmp_path):
   md5_list, uri, _ = _listing(server, tmp_path)
-  server.faults["bert_config.json"] = "404"
-  out = tmp_path / "dl" / "bert_config.json"
-  with pytest.raises(UserError, match="not on the server \\(HTTP 404\\)"):
-    r2.fetch_member(md5_list, uri, "bert_config.json", out, dataset="bert-input-files", **QUIET)
-  assert len(server.gets("bert_config.json")) == 1
   with pytest.raises(UserError, match="no file 'vocab.txt'"):  # not even in the list
     r2.fetch_member(md5_list, uri, "vocab.txt", tmp_path / "dl" / "vocab.txt", dataset="bert-input-files", **QUIET)
   with pytest.raises(UserError, match="not on the server"):  # an unknown dataset: its .uri is a 404

@@ -58,17 +58,20 @@ def _fails(out: str) -> list[str]:
   return [l for l in out.splitlines() if l.startswith("FAIL")]
 
 
-def _flip_byte(path: Path, offset: int):
-  """Change one byte, keeping the mtime (Snakemake sees nothing; only the hashes can tell). Returns a restorer."""
-  data = path.read_bytes()
-  st = path.stat()
+def _audit_with_flipped(run, rel: str, offset: int) -> tuple[int, list[str], str]:
+  """The audit's exit code, FAIL lines and output with one byte of `rel` changed (its mtime kept: Snakemake sees
+  nothing, only the hashes can tell); the byte is restored afterwards, whatever happens."""
+  path = run.base / rel
+  data, st = path.read_bytes(), path.stat()
   bad = bytearray(data); bad[offset] ^= 0x01
   path.write_bytes(bytes(bad))
   os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
-  def restore():
+  try:
+    rc, out = run.audit()
+  finally:
     path.write_bytes(data)
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
-  return restore
+  return rc, _fails(out), out
 
 
 def test_finished_tree_dry_run_has_nothing_to_do(run):
@@ -109,13 +112,8 @@ def test_provenance_records_name_every_shard_and_the_log(run):
 
 def test_one_changed_shard_byte_fails_and_names_the_shard(run):
   victim = "shards/part-00003-of-00008.shard"
-  restore = _flip_byte(run.base / victim, 100)
-  try:
-    rc, out = run.audit()
-  finally:
-    restore()
+  rc, fails, out = _audit_with_flipped(run, victim, 100)
   assert rc == 1, out
-  fails = _fails(out)
   assert fails and all(victim in l for l in fails), fails
   assert {l.split()[1] for l in fails} == {"checksums", "provenance"}, fails  # named by both, for each record
   assert sum(l.split()[1] == "provenance" for l in fails) == len(SEEDS)
@@ -126,13 +124,8 @@ def test_one_changed_log_byte_fails_and_names_the_log(run):
   text = (run.base / victim).read_bytes()
   # a digit of the first event's time_ms: the log stays well-formed, only its hashes tell
   offset = text.index(b'"time_ms": ') + len(b'"time_ms": ') + 5
-  restore = _flip_byte(run.base / victim, offset)
-  try:
-    rc, out = run.audit()
-  finally:
-    restore()
+  rc, fails, out = _audit_with_flipped(run, victim, offset)
   assert rc == 1, out
-  fails = _fails(out)
   assert fails and all(victim in l for l in fails), fails
   assert any(l.split()[1] == "provenance" and "md5, sha256 differ" in l for l in fails), fails
 
