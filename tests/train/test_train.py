@@ -127,6 +127,22 @@ def test_nan_loss_aborts_with_kept_log(data, tmp_path):
   assert not (tmp_path / "results" / "result_bert_3.log").exists()
 
 
+def test_run_and_benchmark_time_and_print_steps_alike(data, tmp_path, capsys):
+  # one helper (TrainRun._timed_step) times and prints each step of the RUN loop and of benchmark()
+  run = make_run(data, tmp_path, TRAIN_STEPS=3, EVAL_STEP_FREQ=3, EVAL_SAMPLES=16, CKPT=False)
+  run.echo = True
+  figures = run.benchmark(3)
+  bench = [l for l in capsys.readouterr().out.splitlines() if " ms run, " in l]
+  res = run.run()
+  loop = [l for l in capsys.readouterr().out.splitlines() if " ms run, " in l]
+  line = re.compile(r"^\s*(\d+) +[\d.]+ ms run, +[\d.]+ ms python, +[\d.]+ ms fetch data, +[\d.]+ ms CPU, +([\d.]+) loss, "
+                    r"[\d.]+ LR, [\d.]+ GB used, +[\d.]+ GFLOPS$")
+  assert [line.match(l).group(1) for l in bench] == [line.match(l).group(1) for l in loop] == ["0", "1", "2"]
+  # the same seeded model on the same batches: the same losses
+  assert [line.match(l).group(2) for l in bench] == [f"{x:5.2f}".strip() for x in res.losses]
+  assert figures["median_step_s"] > 0 and 0 < figures["first_step_s"] < 600
+
+
 def test_bad_inputs_fail_before_training(data, tmp_path):
   with pytest.raises(UserError, match="max_seq_length 32, but training is configured for 64"):
     TrainRun(resolve({}, {"BS": 4}, eval_examples=20), shard_paths=data["shards"], eval_path=data["eval"],
