@@ -2,7 +2,7 @@
 
     run = TrainRun(hp, shard_paths=..., eval_path=..., bert_config=..., log_path=..., work_log_path=...,
                    ckpt_dir=..., max_seq_length=128, max_predictions_per_seq=20)
-    result = run.run()        # or run.benchmark(n)
+    result = run.run()        # or run.run(phase="init") then, in a new process, run.run(phase="run"); run.benchmark(n)
 
 Phases (as train_bert with INITMLPERF then RUNMLPERF):
   INIT  init_start; a throw-away model of INIT_BERT_LAYERS layers compiles the jitted train and eval steps on
@@ -10,9 +10,13 @@ Phases (as train_bert with INITMLPERF then RUNMLPERF):
   RUN   run_start, seed, hyperparameters; the real model (seeded init or the converted checkpoint) trains on the
         shard stream; every EVAL_STEP_FREQ steps (and at TRAIN_STEPS) the eval set's masked-LM accuracy is
         measured; reaching TARGET stops with run_stop success, TRAIN_STEPS without it with run_stop aborted.
+`run(phase="all")` runs both in this process; tinygrad's run_and_time.sh runs them as two processes, which
+`phase="init"` (a fresh work log ending with init_stop) and then `phase="run"` (appends to it) reproduce; the
+platform key INIT_PROCESS chooses for the train rule (mlperf_bert/train/phases.py).
 Resume: with CKPT on (off by default, as train_bert), every SAVE_CKPT_FREQ steps a safetensors checkpoint (weights, LAMB state, schedule step, RNG counters,
 loader position; no pickle) goes to ckpt_dir, keeping KEEP_CKPT_AMOUNT. A new run with the same settings
-continues from the newest one, appending to the kept work log; checkpoints of other settings are removed.
+continues from the newest one, appending to the kept work log (an INIT phase leaves such a log and checkpoint
+alone and only compiles); checkpoints of other settings are removed.
 The result log appears at log_path only when the run finished; until then (or after an abort) it is the work log.
 A NaN/inf loss stops the run: run_stop aborted in the work log and a TrainingDiverged error (exit non-zero).
 """
@@ -39,6 +43,9 @@ from mlperf_bert.train.hparams import rule_params
 from mlperf_bert.data.shards import Shard
 
 CKPT_RE = re.compile(r"^ckpt_(\d{8})\.safetensors$")
+PHASES = ("all", "init", "run")
+# settings that do not change the run's numbers: a change keeps a resumable checkpoint
+NOT_FINGERPRINTED = ("CKPT", "KEEP_CKPT_AMOUNT", "SAVE_CKPT_FREQ", "INIT_PROCESS")
 FLOAT_DTYPES = {"float32": dtypes.float32, "half": dtypes.half, "bfloat16": dtypes.bfloat16}
 
 
@@ -134,10 +141,12 @@ class Steps:
       mlm, nsp = self.model.forward(input_ids, segment_ids, input_mask, positions)
       correct, total = self.model.accuracy_parts(mlm, lm_ids, lm_weights, row_mask)
       batch_acc = self.model.batch_accuracy(mlm, lm_ids)
-      # no eval loss: its log-softmax over the vocab-wide logits (exp of EVAL_BS*20*30522 values) was 40 % of a CPU
-      # eval step, and neither MLPerf's log nor the target reads it (the train loss is printed every step)
-      Tensor.realize(correct, total, batch_acc)
-      return correct, total, batch_acc
+      w = lm_weights.float() * row_mask.float().reshape(-1, 1)
+      nll = -(lm_ids.cast(dtypes.int32).unsqueeze(-1)._one_hot_along_dim(mlm.shape[-1], dim=-1)
+              .where(mlm.log_softmax(-1), 0.0).sum(-1))
+      lm_loss_sum = (w * nll).sum()
+      Tensor.realize(correct, total, lm_loss_sum, batch_acc)
+      return correct, total, lm_loss_sum, batch_acc
 
   def train(self, b: dict[str, np.ndarray]):
     with Context(**self.train_ctx): return self.train_step(*[Tensor(b[k]) for k in FEATURES])
@@ -173,6 +182,19 @@ def _restore_rng(saved: dict[str, np.ndarray]):
     c.assign(Tensor(v.astype(np.uint32), dtype=dtypes.uint32, device=c.device)).realize()
 
 
+def log_keys(path: str | os.PathLike) -> list[str]:
+  """The event keys of an MLPerf log, in order ([] for a missing file; lines that are not `:::MLLOG {json}` and a
+  torn last line are skipped)."""
+  try: text = Path(path).read_text(errors="replace")
+  except FileNotFoundError: return []
+  keys = []
+  for line in text.splitlines():
+    if not line.startswith(":::MLLOG "): continue
+    try: keys.append(json.loads(line[len(":::MLLOG "):])["key"])
+    except (ValueError, KeyError, TypeError): continue
+  return keys
+
+
 def list_checkpoints(ckpt_dir: str | os.PathLike) -> list[tuple[int, Path]]:
   d = Path(ckpt_dir)
   if not d.is_dir(): return []
@@ -181,7 +203,7 @@ def list_checkpoints(ckpt_dir: str | os.PathLike) -> list[tuple[int, Path]]:
 
 @dataclasses.dataclass
 class RunResult:
-  status: str              # success | aborted | stopped (stopped: interrupted on purpose, no result log)
+  status: str              # success | aborted | stopped (interrupted on purpose, no result log) | init (phase init done)
   steps: int
   samples: int
   accuracies: list[tuple[int, float]]
@@ -229,7 +251,7 @@ class TrainRun:
     if init_weights is not None and not Path(init_weights).is_file():
       raise UserError(f"{init_weights}: initial checkpoint not found; run the checkpoint conversion first")
     self.fingerprint = hashlib.sha256(json.dumps(
-      {"hp": {k: v for k, v in rule_params(self.hp).items() if k not in ("CKPT", "KEEP_CKPT_AMOUNT", "SAVE_CKPT_FREQ")},
+      {"hp": {k: v for k, v in rule_params(self.hp).items() if k not in NOT_FINGERPRINTED},
        "shards": [Path(p).name for p in shard_paths], "seq": self.seq, "pred": self.pred,
        "model": dataclasses.asdict(self.cfg),
        "init": Path(init_weights).name if init_weights else None},  # names, not paths: a moved tree resumes
@@ -303,18 +325,37 @@ class TrainRun:
       _restore_rng({k: f.get_tensor(k) for k in keys if k.startswith("rng/")})
 
   # ---------------------------------------------------------------------------------------------------
-  def run(self, stop_after: int | None = None, on_step: Callable[[int, float], None] | None = None) -> RunResult:
-    """Train to TARGET or TRAIN_STEPS; `stop_after` ends (status "stopped") after that many steps of this process."""
+  def run(self, stop_after: int | None = None, on_step: Callable[[int, float], None] | None = None,
+          phase: str = "all") -> RunResult:
+    """Train to TARGET or TRAIN_STEPS; `stop_after` ends (status "stopped") after that many steps of this process.
+
+    phase "all": the INIT then the RUN phase in this process. "init": the INIT phase alone (a fresh work log that
+    ends with init_stop; status "init"). "run": the RUN phase alone, appended to the work log an INIT phase left (in
+    another process: tinygrad's run_and_time.sh). A resumable run (a checkpoint of these settings and a work log
+    with run_start) is continued in every phase: "init" and "all" only compile then, nothing is logged twice."""
+    if phase not in PHASES: raise UserError(f"phase {phase!r}: use one of {', '.join(PHASES)}")
     hp = self.hp
     gbs = hp["GLOBAL_BATCH_SIZE"]
     resume = self._find_resume()
-    if resume is None and self.work_log_path.exists(): self.work_log_path.unlink()
-    log = ResultLog(self.work_log_path, echo=self.echo, append=resume is not None and self.work_log_path.exists())
-    fresh_log = not (resume is not None and self.work_log_path.stat().st_size > 0)
+    keys = log_keys(self.work_log_path)
+    kept = resume is not None and "run_start" in keys        # continue this work log: no header again
+    init_logged = bool(keys) and keys[-1] == "init_stop"     # an INIT phase's log, the RUN phase not begun
+    if phase == "run" and not (kept or init_logged):
+      found = "is missing" if not self.work_log_path.exists() else \
+              f"ends with {keys[-1]!r}" if keys else "has no MLPerf events"
+      raise UserError(f"{self.work_log_path}: the RUN phase needs the work log of an INIT phase that ends with "
+                      f"init_stop (or a resumable run's log with its checkpoint), but it {found}; run the INIT phase "
+                      f"first (train --phase init with the same settings) or use --phase all")
+    fresh = phase != "run" and not kept                         # a new work log from init_start
+    if fresh: self.work_log_path.unlink(missing_ok=True)
+    log = ResultLog(self.work_log_path, echo=self.echo, append=not fresh)
     try:
-      if fresh_log: self._init_phase(log)
-      else: self._init_phase(None)
-      if fresh_log: log.run_header(hp, self.seq, self.pred, self.eval_samples())
+      if kept and phase != "run":
+        self.say(f"a resumable run: {self.work_log_path} and {resume[0]} are kept; the INIT phase compiles, logs nothing")
+      if phase != "run": self._init_phase(log if fresh else None)
+      if phase == "init":
+        return RunResult("init", 0, 0, [], [], None)
+      if not kept: log.run_header(hp, self.seq, self.pred, self.eval_samples())
       steps = self._build()
       step, position = 0, 0
       if resume is not None:
@@ -322,7 +363,7 @@ class TrainRun:
         step, position = int(resume[1]["step"]), int(resume[1]["position"])
         self.say(f"resuming from {resume[0]} at step {step} (sample {position})")
         log.event("resume_from_checkpoint", None, step_num=step, samples_count=position)
-      if fresh_log: log.epoch_start(step * gbs)
+      if not kept: log.epoch_start(step * gbs)
       # PARALLEL: the v5.1 scripts run the RUN phase with PARALLEL=0 (the INIT phase keeps tinygrad's default)
       with Context(**({"PARALLEL": hp["PARALLEL"]} if hp.get("PARALLEL") is not None else {})):
         return self._loop(steps, log, step, position, stop_after, on_step)
@@ -335,12 +376,12 @@ class TrainRun:
     hp = self.hp
     return hp["EVAL_BS"] * hp["MAX_EVAL_STEPS"] if hp["EVAL_METRIC"] == "tinygrad" else hp["EVAL_SAMPLES"]
 
-  def _evaluate(self, steps: Steps, evals_done: int = 0) -> tuple[float, float]:
-    """(masked-LM accuracy, seconds). EVAL_METRIC tinygrad: the mean of the per-batch
+  def _evaluate(self, steps: Steps, evals_done: int = 0) -> tuple[float, float, float]:
+    """(masked-LM accuracy, masked-LM loss per prediction, seconds). EVAL_METRIC tinygrad: the mean of the per-batch
     accuracies of MAX_EVAL_STEPS batches that continue where the previous eval stopped (`evals_done` evals ago
     from row 0), as train_bert; pooled: correct / total over the first EVAL_SAMPLES rows (MLCommons)."""
     hp = self.hp
-    correct = total = 0.0
+    correct = total = loss_sum = 0.0
     accs: list[float] = []
     st = time.perf_counter()
     if hp["EVAL_METRIC"] == "tinygrad":
@@ -350,12 +391,12 @@ class TrainRun:
     else:
       batches = eval_batches(self.eval_shard, hp["EVAL_BS"], hp["EVAL_SAMPLES"])
     for b, mask in batches:
-      c, t, a = steps.evaluate(b, mask)
-      correct, total = correct + c.item(), total + t.item()
+      c, t, l, a = steps.evaluate(b, mask)
+      correct, total, loss_sum = correct + c.item(), total + t.item(), loss_sum + l.item()
       accs.append(a.item())
     if hp["EVAL_METRIC"] == "tinygrad": acc = sum(accs) / len(accs)
     else: acc = correct / total if total else 0.0
-    return acc, time.perf_counter() - st
+    return acc, loss_sum / total if total else float("nan"), time.perf_counter() - st
 
   def _timed_step(self, steps: Steps, data: dict[str, np.ndarray], loader: TrainLoader, index: int
                   ) -> tuple[StepTiming, tuple[int, dict[str, np.ndarray]]]:
@@ -409,13 +450,13 @@ class TrainRun:
           log.eval_start(step * gbs, step)
           if hp.get("FREE_INTERMEDIATE") and steps.train_step.captured is not None:
             steps.train_step.captured.free_intermediates()  # as train_bert: room for the eval step's buffers
-          acc, secs = self._evaluate(steps, evals_done=(step - 1) // hp["EVAL_STEP_FREQ"])
+          acc, lm_loss, secs = self._evaluate(steps, evals_done=(step - 1) // hp["EVAL_STEP_FREQ"])
           if hp.get("FREE_INTERMEDIATE") and steps.eval_step.captured is not None:
             steps.eval_step.captured.free_intermediates()
           log.eval_stop(step * gbs, step, self.eval_samples())
           log.eval_accuracy(acc, step * gbs)
           accs.append((step, acc))
-          self.say(f"eval at step {step}: masked-LM accuracy {acc:.6f} over "
+          self.say(f"eval at step {step}: lm loss {lm_loss:.3f}, masked-LM accuracy {acc:.6f} over "
                    f"{self.eval_samples()} samples, metric {hp['EVAL_METRIC']} ({secs:.1f} s)")
           if acc >= hp["TARGET"]:
             self.say(f"target {hp['TARGET']} reached after {step * gbs} samples")
@@ -471,21 +512,30 @@ class TrainRun:
             "estimated_total_min": med * hp["TRAIN_STEPS"] / 60}
 
 
+def shard_files(shards: str | os.PathLike | Sequence[str | os.PathLike]) -> list[Path]:
+  """Training shards named on the command line: shard files, or directories of *.shard files."""
+  out: list[Path] = []
+  for s in [shards] if isinstance(shards, (str, os.PathLike)) else shards:
+    out += sorted(Path(s).glob("*.shard")) if Path(s).is_dir() else [Path(s)]
+  return out
+
+
 def train_from_paths(platform_file, overrides: dict[str, Any], *, shards, eval_path, bert_config, init_weights,
                      max_seq_length: int, max_predictions_per_seq: int, seed: int, out, ckpt_dir, benchmark: int = 0,
-                     stop_after: int | None = None):
-  """`python -m mlperf_bert train` and rule `train`: resolve the platform's hyperparameters with `overrides`, then
-  train (a RunResult) or, with benchmark=N, time N steps (a dict of figures)."""
+                     stop_after: int | None = None, phase: str = "all", work_log=None):
+  """`python -m mlperf_bert train` (and the train rule's INIT / RUN processes, mlperf_bert/train/phases.py): resolve
+  the platform's hyperparameters with `overrides`, then train (a RunResult; `phase` as TrainRun.run) or, with
+  benchmark=N, time N steps (a dict of figures). The work log defaults to `<out>.partial`."""
   from mlperf_bert.train.hparams import load_platform, resolve, tinygrad_env
   hp = resolve(load_platform(platform_file), overrides, seed=seed, eval_examples=len(Shard(eval_path)), where="--set")
   for k, v in tinygrad_env(hp).items():
     if os.environ.get(k, v) != v:
       print(f"note: {k}={os.environ[k]} in the environment; the platform says {v} (export it before starting)")
-  shard_paths = sorted(Path(shards).glob("*.shard")) if Path(shards).is_dir() else [Path(shards)]
   out = Path(out)
-  run = TrainRun(hp, shard_paths=shard_paths, eval_path=eval_path, bert_config=bert_config, log_path=out,
-                 work_log_path=out.with_name(out.name + ".partial"), ckpt_dir=ckpt_dir, max_seq_length=max_seq_length,
-                 max_predictions_per_seq=max_predictions_per_seq, init_weights=init_weights)
+  run = TrainRun(hp, shard_paths=shard_files(shards), eval_path=eval_path, bert_config=bert_config, log_path=out,
+                 work_log_path=work_log or out.with_name(out.name + ".partial"), ckpt_dir=ckpt_dir,
+                 max_seq_length=max_seq_length, max_predictions_per_seq=max_predictions_per_seq,
+                 init_weights=init_weights)
   if benchmark:
     return run.benchmark(benchmark)
-  return run.run(stop_after=stop_after)
+  return run.run(stop_after=stop_after, phase=phase)
