@@ -220,7 +220,7 @@ def test_snakemake_train_rule_resumes_after_kill(tmp_path):
   snakemake = _Path(sys.executable).with_name("snakemake")
   cmd = [str(snakemake), "--cores", "2", "all", "--config", f"basedir={tmp_path}",
          "train={TRAIN_STEPS: 24, SAVE_CKPT_FREQ: 8, EVAL_STEP_FREQ: 12, EVAL_SAMPLES: 64, TARGET: 0.9, "
-         "INIT_BENCHMARK_STEPS: 0, CACHE_CLEAR: false}"]
+         "INIT_BENCHMARK_STEPS: 0, CACHE_CLEAR: false, INIT_PROCESS: separate}"]  # the GPU profiles' two processes
   ckpt = tmp_path / "train/cpu/seed_0/ckpt_00000016.safetensors"
   p = subprocess.Popen(cmd, cwd=repo, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
   try:
@@ -237,6 +237,8 @@ def test_snakemake_train_rule_resumes_after_kill(tmp_path):
   assert r.returncode == 0, r.stderr[-3000:]
   job_log = (tmp_path / "logs/train/cpu/seed_0.log").read_text()
   assert "resuming from" in job_log and "at step 16" in job_log
+  # the rerun's INIT process kept the killed run's work log and checkpoint; its RUN process continued them
+  assert "the INIT phase compiles, logs nothing" in job_log and "train: RUN phase: process" in job_log
   text = result.read_text()
   assert text.count('"key": "run_start"') == 1 and text.count('"key": "eval_accuracy"') == 2
   ok, out = compliance_check(result)
