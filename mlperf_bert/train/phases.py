@@ -67,7 +67,9 @@ def _failure_detail(log: Path | None, offset: int) -> str:
 def run_phase(phase: str, cmd: list[str], env: dict[str, str], log: Path | None) -> PhaseProcess:
   """Run one phase's process to its end, its stdout and stderr appended to `log` (None: this process's); a
   non-zero exit is a one-line UserError naming the phase and the log. Interrupted (Ctrl-C, the job stopped), it
-  gives the child (which got the same signal through its process group) time to stop, then kills it."""
+  gives the child (which usually got the same signal through its process group) 2 s to stop, then sends it SIGINT
+  (the resumable way: checkpoints are written atomically) and after 30 s SIGKILL. Killed itself, its child gets
+  SIGTERM (Linux: PR_SET_PDEATHSIG), so no orphan goes on writing the work log."""
   sys.stdout.flush(); sys.stderr.flush()
   if log is not None: log.parent.mkdir(parents=True, exist_ok=True)
   offset = log.stat().st_size if log is not None and log.exists() else 0
@@ -79,9 +81,11 @@ def run_phase(phase: str, cmd: list[str], env: dict[str, str], log: Path | None)
                          preexec_fn=_die_with_parent if sys.platform == "linux" else None)
     try:
       rc = p.wait()
-    except BaseException:
-      try: p.wait(timeout=30)
-      except subprocess.TimeoutExpired: p.kill(); p.wait()
+    except BaseException:  # the child mostly got the same signal; else it is asked, then made, to stop
+      for sig, secs in ((None, 2), (signal.SIGINT, 30), (signal.SIGKILL, None)):
+        if sig is not None and p.poll() is None: p.send_signal(sig)
+        try: p.wait(timeout=secs); break
+        except subprocess.TimeoutExpired: pass
       raise
   finally:
     if out is not None: out.close()
