@@ -151,14 +151,22 @@ def _parse_set(items: list[str] | None) -> dict[str, Any]:
 
 def _cmd_train(a) -> int:
   from mlperf_bert.train.run import train_from_paths
+  if a.benchmark and a.phase != "all":
+    raise UserError(f"--benchmark with --phase {a.phase}: a benchmark has no INIT or RUN phase; drop one of them")
+  # which process wrote which phase (the train rule runs INIT and RUN as two processes: INIT_PROCESS separate)
+  _log(f"train: phase {a.phase} in process {os.getpid()}")
   res = train_from_paths(a.platform_file, _parse_set(a.set), shards=a.shards, eval_path=a.eval,
                          bert_config=a.bert_config, init_weights=a.init_weights, max_seq_length=a.max_seq_length,
                          max_predictions_per_seq=a.max_predictions_per_seq, seed=a.seed, out=a.out,
-                         ckpt_dir=a.ckpt_dir, benchmark=a.benchmark, stop_after=a.stop_after)
+                         ckpt_dir=a.ckpt_dir, benchmark=a.benchmark, stop_after=a.stop_after, phase=a.phase,
+                         work_log=a.work_log)
   if a.benchmark:
     print(json.dumps(res, indent=1))
+  elif res.status == "init":
+    print(f"INIT phase done (process {os.getpid()}); the RUN phase follows: --phase run with the same arguments")
   else:
-    print(f"status {res.status}: {res.steps} steps, accuracies {res.accuracies}")
+    print(f"training finished: status {res.status} after {res.steps} steps ({res.samples} samples), "
+          f"eval accuracies {res.accuracies}, median step {res.step_ms:.1f} ms")
   return 0
 
 
@@ -177,7 +185,7 @@ def _add_train(sub) -> None:
                                  "the workflow's train rule does that for you.")
   p.add_argument("--platform-file", required=True, help="profiles/<name>/platform.yaml")
   p.add_argument("--set", nargs="*", metavar="KEY=VALUE", help="override platform keys (YAML values)")
-  p.add_argument("--shards", required=True, help="directory of training *.shard files (or one shard)")
+  p.add_argument("--shards", required=True, nargs="+", help="training shards: *.shard files or directories of them")
   p.add_argument("--eval", required=True, help="the eval set shard")
   p.add_argument("--bert-config", required=True, help="bert_config.json")
   p.add_argument("--init-weights", help="converted checkpoint (safetensors); default: seeded random init")
@@ -189,6 +197,11 @@ def _add_train(sub) -> None:
   p.add_argument("--benchmark", type=int, default=int(os.environ.get("BENCHMARK", 0) or 0),
                  help="run N steps and print the estimated training time (default: $BENCHMARK)")
   p.add_argument("--stop-after", type=int, help="stop (resumably) after N steps of this process")
+  p.add_argument("--phase", choices=["all", "init", "run"], default="all",
+                 help="all: INIT then RUN in this process; init: the INIT phase alone (a new work log ending with "
+                      "init_stop); run: the RUN phase alone, appended to that work log (tinygrad's run_and_time.sh "
+                      "runs them as two processes)")
+  p.add_argument("--work-log", help="the MLPerf log while the run is unfinished (default: <out>.partial)")
   p.set_defaults(func=_cmd_train)
 
 

@@ -2,7 +2,7 @@
 
     run = TrainRun(hp, shard_paths=..., eval_path=..., bert_config=..., log_path=..., work_log_path=...,
                    ckpt_dir=..., max_seq_length=128, max_predictions_per_seq=20)
-    result = run.run()        # or run.benchmark(n)
+    result = run.run()        # or run.run(phase="init") then, in a new process, run.run(phase="run"); run.benchmark(n)
 
 Phases (as train_bert with INITMLPERF then RUNMLPERF):
   INIT  init_start; a throw-away model of INIT_BERT_LAYERS layers compiles the jitted train and eval steps on
@@ -10,9 +10,13 @@ Phases (as train_bert with INITMLPERF then RUNMLPERF):
   RUN   run_start, seed, hyperparameters; the real model (seeded init or the converted checkpoint) trains on the
         shard stream; every EVAL_STEP_FREQ steps (and at TRAIN_STEPS) the eval set's masked-LM accuracy is
         measured; reaching TARGET stops with run_stop success, TRAIN_STEPS without it with run_stop aborted.
+`run(phase="all")` runs both in this process; tinygrad's run_and_time.sh runs them as two processes, which
+`phase="init"` (a fresh work log ending with init_stop) and then `phase="run"` (appends to it) reproduce; the
+platform key INIT_PROCESS chooses for the train rule (mlperf_bert/train/phases.py).
 Resume: with CKPT on (off by default, as train_bert), every SAVE_CKPT_FREQ steps a safetensors checkpoint (weights, LAMB state, schedule step, RNG counters,
 loader position; no pickle) goes to ckpt_dir, keeping KEEP_CKPT_AMOUNT. A new run with the same settings
-continues from the newest one, appending to the kept work log; checkpoints of other settings are removed.
+continues from the newest one, appending to the kept work log (an INIT phase leaves such a log and checkpoint
+alone and only compiles); checkpoints of other settings are removed.
 The result log appears at log_path only when the run finished; until then (or after an abort) it is the work log.
 A NaN/inf loss stops the run: run_stop aborted in the work log and a TrainingDiverged error (exit non-zero).
 """
@@ -39,6 +43,9 @@ from mlperf_bert.train.hparams import rule_params
 from mlperf_bert.data.shards import Shard
 
 CKPT_RE = re.compile(r"^ckpt_(\d{8})\.safetensors$")
+PHASES = ("all", "init", "run")
+# settings that do not change the run's numbers: a change keeps a resumable checkpoint
+NOT_FINGERPRINTED = ("CKPT", "KEEP_CKPT_AMOUNT", "SAVE_CKPT_FREQ", "INIT_PROCESS")
 FLOAT_DTYPES = {"float32": dtypes.float32, "half": dtypes.half, "bfloat16": dtypes.bfloat16}
 
 
@@ -173,6 +180,19 @@ def _restore_rng(saved: dict[str, np.ndarray]):
     c.assign(Tensor(v.astype(np.uint32), dtype=dtypes.uint32, device=c.device)).realize()
 
 
+def log_keys(path: str | os.PathLike) -> list[str]:
+  """The event keys of an MLPerf log, in order ([] for a missing file; lines that are not `:::MLLOG {json}` and a
+  torn last line are skipped)."""
+  try: text = Path(path).read_text(errors="replace")
+  except FileNotFoundError: return []
+  keys = []
+  for line in text.splitlines():
+    if not line.startswith(":::MLLOG "): continue
+    try: keys.append(json.loads(line[len(":::MLLOG "):])["key"])
+    except (ValueError, KeyError, TypeError): continue
+  return keys
+
+
 def list_checkpoints(ckpt_dir: str | os.PathLike) -> list[tuple[int, Path]]:
   d = Path(ckpt_dir)
   if not d.is_dir(): return []
@@ -181,13 +201,27 @@ def list_checkpoints(ckpt_dir: str | os.PathLike) -> list[tuple[int, Path]]:
 
 @dataclasses.dataclass
 class RunResult:
-  status: str              # success | aborted | stopped (stopped: interrupted on purpose, no result log)
+  status: str              # success | aborted | stopped (interrupted on purpose, no result log) | init (phase init done)
   steps: int
   samples: int
   accuracies: list[tuple[int, float]]
   losses: list[float]
   log_path: Path | None
   step_ms: float = float("nan")
+
+
+@dataclasses.dataclass
+class StepTiming:
+  """One timed train step: seconds in total, enqueuing (python), fetching the next batch, waiting for the device."""
+  loss: float
+  lr: float
+  total_s: float
+  python_s: float
+  fetch_s: float
+  device_s: float
+  ops: int
+  mem: int
+  end: float               # time.perf_counter() when the step finished
 
 
 class TrainRun:
@@ -215,7 +249,7 @@ class TrainRun:
     if init_weights is not None and not Path(init_weights).is_file():
       raise UserError(f"{init_weights}: initial checkpoint not found; run the checkpoint conversion first")
     self.fingerprint = hashlib.sha256(json.dumps(
-      {"hp": {k: v for k, v in rule_params(self.hp).items() if k not in ("CKPT", "KEEP_CKPT_AMOUNT", "SAVE_CKPT_FREQ")},
+      {"hp": {k: v for k, v in rule_params(self.hp).items() if k not in NOT_FINGERPRINTED},
        "shards": [Path(p).name for p in shard_paths], "seq": self.seq, "pred": self.pred,
        "model": dataclasses.asdict(self.cfg),
        "init": Path(init_weights).name if init_weights else None},  # names, not paths: a moved tree resumes
@@ -289,18 +323,37 @@ class TrainRun:
       _restore_rng({k: f.get_tensor(k) for k in keys if k.startswith("rng/")})
 
   # ---------------------------------------------------------------------------------------------------
-  def run(self, stop_after: int | None = None, on_step: Callable[[int, float], None] | None = None) -> RunResult:
-    """Train to TARGET or TRAIN_STEPS; `stop_after` ends (status "stopped") after that many steps of this process."""
+  def run(self, stop_after: int | None = None, on_step: Callable[[int, float], None] | None = None,
+          phase: str = "all") -> RunResult:
+    """Train to TARGET or TRAIN_STEPS; `stop_after` ends (status "stopped") after that many steps of this process.
+
+    phase "all": the INIT then the RUN phase in this process. "init": the INIT phase alone (a fresh work log that
+    ends with init_stop; status "init"). "run": the RUN phase alone, appended to the work log an INIT phase left (in
+    another process: tinygrad's run_and_time.sh). A resumable run (a checkpoint of these settings and a work log
+    with run_start) is continued in every phase: "init" and "all" only compile then, nothing is logged twice."""
+    if phase not in PHASES: raise UserError(f"phase {phase!r}: use one of {', '.join(PHASES)}")
     hp = self.hp
     gbs = hp["GLOBAL_BATCH_SIZE"]
     resume = self._find_resume()
-    if resume is None and self.work_log_path.exists(): self.work_log_path.unlink()
-    log = ResultLog(self.work_log_path, echo=self.echo, append=resume is not None and self.work_log_path.exists())
-    fresh_log = not (resume is not None and self.work_log_path.stat().st_size > 0)
+    keys = log_keys(self.work_log_path)
+    kept = resume is not None and "run_start" in keys        # continue this work log: no header again
+    init_logged = bool(keys) and keys[-1] == "init_stop"     # an INIT phase's log, the RUN phase not begun
+    if phase == "run" and not (kept or init_logged):
+      found = "is missing" if not self.work_log_path.exists() else \
+              f"ends with {keys[-1]!r}" if keys else "has no MLPerf events"
+      raise UserError(f"{self.work_log_path}: the RUN phase needs the work log of an INIT phase that ends with "
+                      f"init_stop (or a resumable run's log with its checkpoint), but it {found}; run the INIT phase "
+                      f"first (train --phase init with the same settings) or use --phase all")
+    fresh = phase != "run" and not kept                         # a new work log from init_start
+    if fresh: self.work_log_path.unlink(missing_ok=True)
+    log = ResultLog(self.work_log_path, echo=self.echo, append=not fresh)
     try:
-      if fresh_log: self._init_phase(log)
-      else: self._init_phase(None)
-      if fresh_log: log.run_header(hp, self.seq, self.pred, self.eval_samples())
+      if kept and phase != "run":
+        self.say(f"a resumable run: {self.work_log_path} and {resume[0]} are kept; the INIT phase compiles, logs nothing")
+      if phase != "run": self._init_phase(log if fresh else None)
+      if phase == "init":
+        return RunResult("init", 0, 0, [], [], None)
+      if not kept: log.run_header(hp, self.seq, self.pred, self.eval_samples())
       steps = self._build()
       step, position = 0, 0
       if resume is not None:
@@ -308,7 +361,7 @@ class TrainRun:
         step, position = int(resume[1]["step"]), int(resume[1]["position"])
         self.say(f"resuming from {resume[0]} at step {step} (sample {position})")
         log.event("resume_from_checkpoint", None, step_num=step, samples_count=position)
-      if fresh_log: log.epoch_start(step * gbs)
+      if not kept: log.epoch_start(step * gbs)
       # PARALLEL: the v5.1 scripts run the RUN phase with PARALLEL=0 (the INIT phase keeps tinygrad's default)
       with Context(**({"PARALLEL": hp["PARALLEL"]} if hp.get("PARALLEL") is not None else {})):
         return self._loop(steps, log, step, position, stop_after, on_step)
@@ -343,13 +396,31 @@ class TrainRun:
     else: acc = correct / total if total else 0.0
     return acc, time.perf_counter() - st
 
+  def _timed_step(self, steps: Steps, data: dict[str, np.ndarray], loader: TrainLoader, index: int
+                  ) -> tuple[StepTiming, tuple[int, dict[str, np.ndarray]]]:
+    """One train step on `data` while the loader fetches the next batch, timed and printed as train_bert prints
+    it (the RUN loop and benchmark()); returns the timing and the loader's (position, next batch)."""
+    st = time.perf_counter()
+    GlobalCounters.reset()
+    loss_t, _, lr_t = steps.train(data)
+    pt = time.perf_counter()
+    fetched = next(loader)
+    dt = time.perf_counter()
+    loss, lr = loss_t.item(), lr_t.item()
+    cl = time.perf_counter()
+    t = StepTiming(loss, lr, cl - st, pt - st, dt - pt, cl - dt, GlobalCounters.global_ops, GlobalCounters.global_mem, cl)
+    dev = self.devices[0] if len(self.devices) == 1 else f"{self.devices[0]} * {len(self.devices)}"
+    self.say(f"{index:5} {t.total_s * 1e3:7.2f} ms run, {t.python_s * 1e3:7.2f} ms python, {t.fetch_s * 1e3:6.2f} ms "
+             f"fetch data, {t.device_s * 1e3:7.2f} ms {dev}, {loss:5.2f} loss, {lr:.6f} LR, "
+             f"{GlobalCounters.mem_used / 1e9:.2f} GB used, {t.ops * 1e-9 / t.total_s:9.2f} GFLOPS")
+    return t, fetched
+
   def _loop(self, steps: Steps, log: ResultLog, step: int, position: int, stop_after, on_step) -> RunResult:
     hp = self.hp
     gbs, train_steps = hp["GLOBAL_BATCH_SIZE"], hp["TRAIN_STEPS"]
     accs: list[tuple[int, float]] = []
     losses: list[float] = []
     times: list[float] = []
-    dev_str = self.devices[0] if len(self.devices) == 1 else f"{self.devices[0]} * {len(self.devices)}"
     start_step, prev_ckpt_step = step, step
     bar = tqdm(total=train_steps, initial=step, disable=not self.progress, mininterval=5, unit="step")
     loader = TrainLoader(self.shards, hp["BS"], seed=hp["SEED"], position=position, cycle_length=hp["NUM_CPU_THREADS"])
@@ -359,21 +430,13 @@ class TrainRun:
       while step < train_steps:
         if stop_after is not None and step - start_step >= stop_after:
           status = "stopped"; break
-        st = time.perf_counter()
-        GlobalCounters.reset()
-        loss_t, _, lr_t = steps.train(data)
-        pt = time.perf_counter()
-        pos_after, (pos_next, data) = pos_next, next(loader)
-        dt = time.perf_counter()
-        loss, lr = loss_t.item(), lr_t.item()
-        cl = time.perf_counter()
+        t, (pos_fetched, data) = self._timed_step(steps, data, loader, step)
+        pos_after, pos_next = pos_next, pos_fetched
         step += 1
-        times.append(cl - st)
+        loss = t.loss
+        times.append(t.total_s)
         losses.append(loss)
         bar.update(1)
-        self.say(f"{step - 1:5} {(cl - st) * 1e3:7.2f} ms run, {(pt - st) * 1e3:7.2f} ms python, {(dt - pt) * 1e3:6.2f} ms "
-                 f"fetch data, {(cl - dt) * 1e3:7.2f} ms {dev_str}, {loss:5.2f} loss, {lr:.6f} LR, "
-                 f"{GlobalCounters.mem_used / 1e9:.2f} GB used, {GlobalCounters.global_ops * 1e-9 / (cl - st):9.2f} GFLOPS")
         if on_step: on_step(step, loss)
         if not math.isfinite(loss):
           log.run_stop(False, step * gbs, reason=f"loss {loss} at step {step}")
@@ -432,20 +495,10 @@ class TrainRun:
     try:
       _, data = next(loader)
       for i in range(n):
-        st = time.perf_counter()
-        GlobalCounters.reset()
-        loss_t, _, lr_t = steps.train(data)
-        pt = time.perf_counter()
-        _, data = next(loader)
-        dt = time.perf_counter()
-        loss, lr = loss_t.item(), lr_t.item()
-        cl = time.perf_counter()
-        if first is None: first = cl - t0
-        times.append(cl - st); fetch.append(dt - pt)
-        ops, mem = GlobalCounters.global_ops, GlobalCounters.global_mem
-        self.say(f"{i:5} {(cl - st) * 1e3:7.2f} ms run, {(pt - st) * 1e3:7.2f} ms python, {(dt - pt) * 1e3:6.2f} ms "
-                 f"fetch data, {(cl - dt) * 1e3:7.2f} ms {self.devices[0]}, {loss:5.2f} loss, {lr:.6f} LR, "
-                 f"{GlobalCounters.mem_used / 1e9:.2f} GB used, {ops * 1e-9 / (cl - st):9.2f} GFLOPS")
+        t, (_, data) = self._timed_step(steps, data, loader, i)
+        if first is None: first = t.end - t0
+        times.append(t.total_s); fetch.append(t.fetch_s)
+        ops, mem = t.ops, t.mem
     finally:
       loader.close()
     med = sorted(times)[len(times) // 2]
@@ -457,21 +510,30 @@ class TrainRun:
             "estimated_total_min": med * hp["TRAIN_STEPS"] / 60}
 
 
+def shard_files(shards: str | os.PathLike | Sequence[str | os.PathLike]) -> list[Path]:
+  """Training shards named on the command line: shard files, or directories of *.shard files."""
+  out: list[Path] = []
+  for s in [shards] if isinstance(shards, (str, os.PathLike)) else shards:
+    out += sorted(Path(s).glob("*.shard")) if Path(s).is_dir() else [Path(s)]
+  return out
+
+
 def train_from_paths(platform_file, overrides: dict[str, Any], *, shards, eval_path, bert_config, init_weights,
                      max_seq_length: int, max_predictions_per_seq: int, seed: int, out, ckpt_dir, benchmark: int = 0,
-                     stop_after: int | None = None):
-  """`python -m mlperf_bert train` and rule `train`: resolve the platform's hyperparameters with `overrides`, then
-  train (a RunResult) or, with benchmark=N, time N steps (a dict of figures)."""
+                     stop_after: int | None = None, phase: str = "all", work_log=None):
+  """`python -m mlperf_bert train` (and the train rule's INIT / RUN processes, mlperf_bert/train/phases.py): resolve
+  the platform's hyperparameters with `overrides`, then train (a RunResult; `phase` as TrainRun.run) or, with
+  benchmark=N, time N steps (a dict of figures). The work log defaults to `<out>.partial`."""
   from mlperf_bert.train.hparams import load_platform, resolve, tinygrad_env
   hp = resolve(load_platform(platform_file), overrides, seed=seed, eval_examples=len(Shard(eval_path)), where="--set")
   for k, v in tinygrad_env(hp).items():
     if os.environ.get(k, v) != v:
       print(f"note: {k}={os.environ[k]} in the environment; the platform says {v} (export it before starting)")
-  shard_paths = sorted(Path(shards).glob("*.shard")) if Path(shards).is_dir() else [Path(shards)]
   out = Path(out)
-  run = TrainRun(hp, shard_paths=shard_paths, eval_path=eval_path, bert_config=bert_config, log_path=out,
-                 work_log_path=out.with_name(out.name + ".partial"), ckpt_dir=ckpt_dir, max_seq_length=max_seq_length,
-                 max_predictions_per_seq=max_predictions_per_seq, init_weights=init_weights)
+  run = TrainRun(hp, shard_paths=shard_files(shards), eval_path=eval_path, bert_config=bert_config, log_path=out,
+                 work_log_path=work_log or out.with_name(out.name + ".partial"), ckpt_dir=ckpt_dir,
+                 max_seq_length=max_seq_length, max_predictions_per_seq=max_predictions_per_seq,
+                 init_weights=init_weights)
   if benchmark:
     return run.benchmark(benchmark)
-  return run.run(stop_after=stop_after)
+  return run.run(stop_after=stop_after, phase=phase)

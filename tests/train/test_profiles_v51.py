@@ -51,6 +51,13 @@ def test_every_script_key_is_accounted_for(name):
           (name, script, section, k, v, target, got)
 
 
+@pytest.mark.parametrize("name", PLATFORMS)
+def test_two_commands_are_two_processes(name):
+  # run_and_time.sh starts model_train.py twice (INITMLPERF, then RUNMLPERF): INIT_PROCESS separate
+  assert {"init", "run"} <= set(TABLE["scripts"][name]["run_and_time.sh"])
+  assert _resolved(name)["INIT_PROCESS"] == "separate"
+
+
 def test_removed_tinygrad_settings_are_refused():
   from mlperf_bert.errors import UserError
   for k in ("FUSE_ARANGE", "FUSE_ARANGE_UINT"):

@@ -127,6 +127,22 @@ def test_nan_loss_aborts_with_kept_log(data, tmp_path):
   assert not (tmp_path / "results" / "result_bert_3.log").exists()
 
 
+def test_run_and_benchmark_time_and_print_steps_alike(data, tmp_path, capsys):
+  # one helper (TrainRun._timed_step) times and prints each step of the RUN loop and of benchmark()
+  run = make_run(data, tmp_path, TRAIN_STEPS=3, EVAL_STEP_FREQ=3, EVAL_SAMPLES=16, CKPT=False)
+  run.echo = True
+  figures = run.benchmark(3)
+  bench = [l for l in capsys.readouterr().out.splitlines() if " ms run, " in l]
+  res = run.run()
+  loop = [l for l in capsys.readouterr().out.splitlines() if " ms run, " in l]
+  line = re.compile(r"^\s*(\d+) +[\d.]+ ms run, +[\d.]+ ms python, +[\d.]+ ms fetch data, +[\d.]+ ms CPU, +([\d.]+) loss, "
+                    r"[\d.]+ LR, [\d.]+ GB used, +[\d.]+ GFLOPS$")
+  assert [line.match(l).group(1) for l in bench] == [line.match(l).group(1) for l in loop] == ["0", "1", "2"]
+  # the same seeded model on the same batches: the same losses
+  assert [line.match(l).group(2) for l in bench] == [f"{x:5.2f}".strip() for x in res.losses]
+  assert figures["median_step_s"] > 0 and 0 < figures["first_step_s"] < 600
+
+
 def test_bad_inputs_fail_before_training(data, tmp_path):
   with pytest.raises(UserError, match="max_seq_length 32, but training is configured for 64"):
     TrainRun(resolve({}, {"BS": 4}, eval_examples=20), shard_paths=data["shards"], eval_path=data["eval"],
@@ -204,7 +220,7 @@ def test_snakemake_train_rule_resumes_after_kill(tmp_path):
   snakemake = _Path(sys.executable).with_name("snakemake")
   cmd = [str(snakemake), "--cores", "2", "all", "--config", f"basedir={tmp_path}",
          "train={TRAIN_STEPS: 24, SAVE_CKPT_FREQ: 8, EVAL_STEP_FREQ: 12, EVAL_SAMPLES: 64, TARGET: 0.9, "
-         "INIT_BENCHMARK_STEPS: 0, CACHE_CLEAR: false}"]
+         "INIT_BENCHMARK_STEPS: 0, CACHE_CLEAR: false, INIT_PROCESS: separate}"]  # the GPU profiles' two processes
   ckpt = tmp_path / "train/cpu/seed_0/ckpt_00000016.safetensors"
   p = subprocess.Popen(cmd, cwd=repo, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
   try:
@@ -221,6 +237,8 @@ def test_snakemake_train_rule_resumes_after_kill(tmp_path):
   assert r.returncode == 0, r.stderr[-3000:]
   job_log = (tmp_path / "logs/train/cpu/seed_0.log").read_text()
   assert "resuming from" in job_log and "at step 16" in job_log
+  # the rerun's INIT process kept the killed run's work log and checkpoint; its RUN process continued them
+  assert "the INIT phase compiles, logs nothing" in job_log and "train: RUN phase: process" in job_log
   text = result.read_text()
   assert text.count('"key": "run_start"') == 1 and text.count('"key": "eval_accuracy"') == 2
   ok, out = compliance_check(result)

@@ -1,0 +1,135 @@
+"""The train rule's job: the INIT and RUN phases in two processes, as tinygrad's run_and_time.sh, or in one.
+
+tinygrad's v5.1 run_and_time.sh starts examples/mlperf/model_train.py twice, appending to one log:
+
+    BENCHMARK=10 INITMLPERF=1 BERT_LAYERS=2 python3 examples/mlperf/model_train.py   # init_start .. init_stop
+    PARALLEL=0 RUNMLPERF=1 python3 examples/mlperf/model_train.py                    # run_start .. run_stop
+
+(tinybox_red unloads the GPU driver before the first). The INIT process fills tinygrad's kernel disk cache; the RUN
+process shares nothing else with it: it imports tinygrad afresh and captures its JIT from the cached kernels.
+
+The platform key INIT_PROCESS chooses: `separate` (tinygrad's; the default) runs `python -m mlperf_bert train
+--phase init`, then `--phase run`, each a new process with the platform's tinygrad environment and the job's
+resolved settings, its output appended to the job's log; `same` runs both phases in this process
+(TrainRun.run(phase="all")). Nothing here imports tinygrad (the `same` branch does, after the caller exported the
+platform's environment).
+"""
+from __future__ import annotations
+import ctypes, dataclasses, os, signal, subprocess, sys, tempfile, time
+from pathlib import Path
+from typing import Any, Sequence
+
+import yaml
+
+from mlperf_bert.errors import UserError
+from mlperf_bert.train.hparams import KNOWN, load_platform, resolve, rule_params, tinygrad_env
+
+PACKAGE_PARENT = Path(__file__).resolve().parents[2]   # the folder that holds mlperf_bert/ (for the children)
+INIT_PROCESSES = ("separate", "same")
+
+
+@dataclasses.dataclass
+class PhaseProcess:
+  phase: str      # init | run
+  pid: int
+  seconds: float  # wall time of the process, start to exit
+
+
+def write_settings(hp: dict[str, Any], path: Path) -> Path:
+  """Resolved settings as a platform file that resolves back to the same settings (the children's
+  --platform-file): every schema key of `hp`; derived values (FLOAT, GLOBAL_BATCH_SIZE, ...) follow from them."""
+  path.write_text(yaml.safe_dump({k: hp[k] for k in sorted(hp) if k in KNOWN}))  # floats round-trip exactly
+  back = resolve(load_platform(path), seed=hp["SEED"], eval_examples=hp["EVAL_SAMPLES"])
+  if rule_params(back) != rule_params(hp):
+    diff = sorted(k for k in set(rule_params(back)) | set(rule_params(hp)) if back.get(k) != hp.get(k))
+    raise RuntimeError(f"{path}: the settings do not survive the round trip ({diff}); a bug in write_settings")
+  return path
+
+
+def _die_with_parent():
+  """In the child, before exec: SIGTERM when the job's process dies (Linux), so no orphan writes the work log."""
+  try: ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+  except (OSError, AttributeError): pass
+
+
+def _failure_detail(log: Path | None, offset: int) -> str:
+  """The child's own one-line error (or its last line) from what it appended to the log."""
+  if log is None: return "its output is above"
+  try:
+    with open(log, "rb") as f:
+      f.seek(offset); lines = [l.strip() for l in f.read().decode(errors="replace").splitlines() if l.strip()]
+  except OSError: lines = []
+  errors = [l for l in lines if l.startswith("error: ")]
+  last = (errors or lines or ["(no output)"])[-1][:300]
+  return f"{last} (its output: {log})"
+
+
+def run_phase(phase: str, cmd: list[str], env: dict[str, str], log: Path | None) -> PhaseProcess:
+  """Run one phase's process to its end, its stdout and stderr appended to `log` (None: this process's); a
+  non-zero exit is a one-line UserError naming the phase and the log. Interrupted (Ctrl-C, the job stopped), it
+  gives the child (which usually got the same signal through its process group) 2 s to stop, then sends it SIGINT
+  (the resumable way: checkpoints are written atomically) and after 30 s SIGKILL. Killed itself, its child gets
+  SIGTERM (Linux: PR_SET_PDEATHSIG), so no orphan goes on writing the work log."""
+  sys.stdout.flush(); sys.stderr.flush()
+  if log is not None: log.parent.mkdir(parents=True, exist_ok=True)
+  offset = log.stat().st_size if log is not None and log.exists() else 0
+  print(f"train: {phase.upper()} phase: a new process, python -m mlperf_bert train --phase {phase} ...", flush=True)
+  st = time.perf_counter()
+  out = open(log, "a") if log is not None else None
+  try:
+    p = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT if out else None,
+                         preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+    try:
+      rc = p.wait()
+    except BaseException:  # the child mostly got the same signal; else it is asked, then made, to stop
+      for sig, secs in ((None, 2), (signal.SIGINT, 30), (signal.SIGKILL, None)):
+        if sig is not None and p.poll() is None: p.send_signal(sig)
+        try: p.wait(timeout=secs); break
+        except subprocess.TimeoutExpired: pass
+      raise
+  finally:
+    if out is not None: out.close()
+  secs = time.perf_counter() - st
+  print(f"train: {phase.upper()} phase: process {p.pid} exited with {rc} after {secs:.1f} s", flush=True)
+  if rc != 0:
+    how = f"was killed by {signal.Signals(-rc).name}" if rc < 0 else f"failed (exit {rc})"
+    raise UserError(f"the {phase.upper()} phase (process {p.pid}) {how}: {_failure_detail(log, offset)}")
+  return PhaseProcess(phase, p.pid, secs)
+
+
+def train_job(hp: dict[str, Any], *, shard_paths: Sequence[str | os.PathLike], eval_path, bert_config, init_weights,
+              out, work_log, ckpt_dir, max_seq_length: int, max_predictions_per_seq: int, log=None,
+              stop_after: int | None = None) -> list[PhaseProcess] | Any:
+  """The train rule: train with resolved settings `hp` (the rule's params) and write the result log `out`.
+
+  INIT_PROCESS separate: the INIT phase, then the RUN phase, each in a new process (`python -m mlperf_bert train
+  --phase init|run`; output appended to `log`); returns their PhaseProcess records. A failing phase is a one-line
+  UserError; the result log is only ever written, whole, at the end of the RUN phase. A rerun after a killed RUN
+  phase resumes: the INIT process keeps a resumable work log and checkpoint (TrainRun.run).
+  INIT_PROCESS same: both phases in this process; returns TrainRun.run's RunResult."""
+  mode = hp.get("INIT_PROCESS", "separate")
+  if mode not in INIT_PROCESSES: raise UserError(f"INIT_PROCESS={mode!r}: use one of {', '.join(INIT_PROCESSES)}")
+  if mode == "same":
+    from mlperf_bert.train.run import TrainRun
+    run = TrainRun(hp, shard_paths=shard_paths, eval_path=eval_path, bert_config=bert_config, log_path=out,
+                   work_log_path=work_log, ckpt_dir=ckpt_dir, max_seq_length=max_seq_length,
+                   max_predictions_per_seq=max_predictions_per_seq, init_weights=init_weights)
+    res = run.run(stop_after=stop_after, phase="all")
+    print(f"training finished: status {res.status} after {res.steps} steps ({res.samples} samples), "
+          f"eval accuracies {res.accuracies}, median step {res.step_ms:.1f} ms")
+    return res
+  paths = [str(PACKAGE_PARENT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+  env = {**os.environ, **tinygrad_env(hp), "PYTHONUNBUFFERED": "1", "PYTHONPATH": os.pathsep.join(dict.fromkeys(paths))}
+  env.pop("BENCHMARK", None)  # the CLI's --benchmark default; the phases never benchmark
+  log = Path(log) if log is not None else None
+  with tempfile.TemporaryDirectory(prefix="mlperf-bert-train-") as tmp:
+    settings = write_settings(hp, Path(tmp) / "platform.yaml")
+    cmd = [sys.executable, "-m", "mlperf_bert", "train", "--platform-file", str(settings), "--seed", str(hp["SEED"]),
+           "--shards", *map(str, shard_paths), "--eval", str(eval_path), "--bert-config", str(bert_config),
+           "--max-seq-length", str(max_seq_length), "--max-predictions-per-seq", str(max_predictions_per_seq),
+           "--out", str(out), "--work-log", str(work_log), "--ckpt-dir", str(ckpt_dir), "--benchmark", "0"]
+    if init_weights: cmd += ["--init-weights", str(init_weights)]
+    done = [run_phase("init", cmd + ["--phase", "init"], env, log)]
+    done.append(run_phase("run", cmd + ["--phase", "run"]
+                          + (["--stop-after", str(stop_after)] if stop_after is not None else []), env, log))
+  return done
