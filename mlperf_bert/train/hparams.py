@@ -34,7 +34,9 @@ RESOURCE_DEFAULTS: dict[str, int] = {k: v["default"] for k, v in _PROPS["resourc
 # schema, so a platform file that sets them is refused.
 FLOAT_NAMES = {"HALF": "half", "FLOAT16": "half", "BFLOAT16": "bfloat16", "FLOAT": "float32", "FLOAT32": "float32"}
 HALF_TYPES = {"half", "bfloat16"}
-EVAL_METRICS = ("tinygrad", "pooled")
+# the allowed values of each setting that has a fixed set (EVAL_METRIC, INIT_PROCESS): the schema's enums
+CHOICES: dict[str, tuple] = {k: tuple(v for v in _PROPS[k]["enum"] if v is not None)
+                             for k in sorted(KNOWN) if "enum" in _PROPS[k]}
 
 
 def known_devices() -> set[str]:
@@ -130,8 +132,8 @@ def resolve(platform: dict[str, Any], overrides: dict[str, Any] | None = None, s
   hp.setdefault("EVAL_STEP_FREQ", int(math.floor(0.05 * (230.23 * gbs + 3000000) / 25000) * 25000 // gbs))
   hp.setdefault("EVAL_SAMPLES", eval_examples)
   if hp["NUM_CPU_THREADS"] < 1: raise UserError(f"NUM_CPU_THREADS={hp['NUM_CPU_THREADS']} must be at least 1")
-  if hp["EVAL_METRIC"] not in EVAL_METRICS:
-    raise UserError(f"EVAL_METRIC={hp['EVAL_METRIC']!r}: use one of {', '.join(EVAL_METRICS)}")
+  for k, allowed in CHOICES.items():  # a platform dict that did not come from a file is checked here too
+    if hp[k] not in allowed: raise UserError(f"{k}={hp[k]!r}: use one of {', '.join(map(str, allowed))}")
   hp["SEED"] = int(seed)
   for k in ("TRAIN_STEPS", "NUM_WARMUP_STEPS", "EVAL_STEP_FREQ", "SAVE_CKPT_FREQ", "KEEP_CKPT_AMOUNT", "EVAL_SAMPLES"):
     if hp[k] < 1: raise UserError(f"{k}={hp[k]} must be at least 1; fix it in the platform file or `train:`")

@@ -25,7 +25,6 @@ from mlperf_bert.errors import UserError
 from mlperf_bert.train.hparams import KNOWN, load_platform, resolve, rule_params, tinygrad_env
 
 PACKAGE_PARENT = Path(__file__).resolve().parents[2]   # the folder that holds mlperf_bert/ (for the children)
-INIT_PROCESSES = ("separate", "same")
 
 
 @dataclasses.dataclass
@@ -107,9 +106,7 @@ def train_job(hp: dict[str, Any], *, shard_paths: Sequence[str | os.PathLike], e
   UserError; the result log is only ever written, whole, at the end of the RUN phase. A rerun after a killed RUN
   phase resumes: the INIT process keeps a resumable work log and checkpoint (TrainRun.run).
   INIT_PROCESS same: both phases in this process; returns TrainRun.run's RunResult."""
-  mode = hp.get("INIT_PROCESS", "separate")
-  if mode not in INIT_PROCESSES: raise UserError(f"INIT_PROCESS={mode!r}: use one of {', '.join(INIT_PROCESSES)}")
-  if mode == "same":
+  if hp["INIT_PROCESS"] == "same":  # resolve() checked it is separate or same
     from mlperf_bert.train.run import TrainRun
     run = TrainRun(hp, shard_paths=shard_paths, eval_path=eval_path, bert_config=bert_config, log_path=out,
                    work_log_path=work_log, ckpt_dir=ckpt_dir, max_seq_length=max_seq_length,
