@@ -38,7 +38,6 @@ def remove_stale_temps(folder: str | os.PathLike, prefix: str, suffix: str) -> l
   A writer on this host is dead when its pid is gone; an entry of another host, or one without an owner (older
   versions), is left over by definition: Snakemake runs one job per target, and only that job calls this.
   Returns what was removed."""
-  import shutil
   folder, gone = Path(folder), []
   if not folder.is_dir():
     return gone
@@ -93,17 +92,13 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     tmp = Path(tmp)
     yield tmp
     os.replace(tmp, path)
-  except OSError as e:
+  except BaseException as e:
     if tmp is not None:
       Path(tmp).unlink(missing_ok=True)
-    err = write_error(e, path)
+    err = write_error(e, path) if isinstance(e, OSError) else None
     if err is None:
       raise
     raise err from None
-  except BaseException:
-    if tmp is not None:
-      Path(tmp).unlink(missing_ok=True)
-    raise
 
 
 def file_digest(path: str | os.PathLike, algo: str = "md5", chunk: int = 1 << 20) -> str:

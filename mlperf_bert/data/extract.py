@@ -123,8 +123,7 @@ def extract_results(tarball: str | Path, manifest_path: str | Path, dest: str | 
               log(f"extracted {rel.name} ({member.size} bytes)")
         except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile) as e:
           _drain(gz)  # a damaged gzip stream is the cause more often than a bad tar header: say so when it is
-          raise UserError(f"{tarball}: the archive is corrupt or truncated ({type(e).__name__}: {e}); delete it and "
-                          "rerun to download it again") from None
+          raise UserError(corrupt % f"{type(e).__name__}: {e}") from None
         _drain(gz)
     except (EOFError, zlib.error, gzip.BadGzipFile) as e:
       raise UserError(corrupt % f"gzip check failed: {type(e).__name__}: {e}") from None
