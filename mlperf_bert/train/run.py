@@ -379,21 +379,19 @@ class TrainRun:
     accuracies of MAX_EVAL_STEPS batches that continue where the previous eval stopped (`evals_done` evals ago
     from row 0), as train_bert; pooled: correct / total over the first EVAL_SAMPLES rows (MLCommons)."""
     hp = self.hp
-    correct = total = 0.0
-    accs: list[float] = []
     st = time.perf_counter()
     if hp["EVAL_METRIC"] == "tinygrad":
       n, bs = hp["MAX_EVAL_STEPS"], hp["EVAL_BS"]
       ones = np.ones(bs, np.float32)
-      batches = ((b, ones) for b in eval_window(self.eval_shard, bs, n, (evals_done * n * bs) % len(self.eval_shard)))
+      window = eval_window(self.eval_shard, bs, n, (evals_done * n * bs) % len(self.eval_shard))
+      accs = [steps.evaluate(b, ones)[2].item() for b in window]
+      acc = sum(accs) / len(accs)
     else:
-      batches = eval_batches(self.eval_shard, hp["EVAL_BS"], hp["EVAL_SAMPLES"])
-    for b, mask in batches:
-      c, t, a = steps.evaluate(b, mask)
-      correct, total = correct + c.item(), total + t.item()
-      accs.append(a.item())
-    if hp["EVAL_METRIC"] == "tinygrad": acc = sum(accs) / len(accs)
-    else: acc = correct / total if total else 0.0
+      correct = total = 0.0
+      for b, mask in eval_batches(self.eval_shard, hp["EVAL_BS"], hp["EVAL_SAMPLES"]):
+        c, t, _ = steps.evaluate(b, mask)
+        correct, total = correct + c.item(), total + t.item()
+      acc = correct / total if total else 0.0
     return acc, time.perf_counter() - st
 
   def _timed_step(self, steps: Steps, data: dict[str, np.ndarray], loader: TrainLoader, index: int
