@@ -165,8 +165,7 @@ def _cmd_train(a) -> int:
   elif res.status == "init":
     print(f"INIT phase done (process {os.getpid()}); the RUN phase follows: --phase run with the same arguments")
   else:
-    print(f"training finished: status {res.status} after {res.steps} steps ({res.samples} samples), "
-          f"eval accuracies {res.accuracies}, median step {res.step_ms:.1f} ms")
+    print(res.summary())
   return 0
 
 

@@ -51,7 +51,6 @@ def build_evalset(text_path, vocab_path, out_path, *, num_examples: int = 10000,
 def repeated_rows(path: str | os.PathLike) -> tuple[int, int]:
   """(rows, rows that repeat the row before them) of an eval set: picks repeat only when eval_examples exceeds
   the instances, and then as consecutive identical records (same spans, label, masked positions and inputs)."""
-  import numpy as np
   from mlperf_bert.data.shards import Shard
   with Shard(path) as sh:
     sh.verify()

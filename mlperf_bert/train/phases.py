@@ -112,8 +112,7 @@ def train_job(hp: dict[str, Any], *, shard_paths: Sequence[str | os.PathLike], e
                    work_log_path=work_log, ckpt_dir=ckpt_dir, max_seq_length=max_seq_length,
                    max_predictions_per_seq=max_predictions_per_seq, init_weights=init_weights)
     res = run.run(stop_after=stop_after, phase="all")
-    print(f"training finished: status {res.status} after {res.steps} steps ({res.samples} samples), "
-          f"eval accuracies {res.accuracies}, median step {res.step_ms:.1f} ms")
+    print(res.summary())
     return res
   paths = [str(PACKAGE_PARENT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
   env = {**os.environ, **tinygrad_env(hp), "PYTHONUNBUFFERED": "1", "PYTHONPATH": os.pathsep.join(dict.fromkeys(paths))}

@@ -209,6 +209,11 @@ class RunResult:
   log_path: Path | None
   step_ms: float = float("nan")
 
+  def summary(self) -> str:
+    """The line the train command and the train rule print at the end."""
+    return (f"training finished: status {self.status} after {self.steps} steps ({self.samples} samples), "
+            f"eval accuracies {self.accuracies}, median step {self.step_ms:.1f} ms")
+
 
 @dataclasses.dataclass
 class StepTiming:
