@@ -14,8 +14,10 @@ from getrusage, and peak RSS (ru_maxrss). The total's wall and CPU are Snakemake
 Snakemake process tree); "snakemake itself" is the total CPU minus the jobs'. Works for any revision: nothing
 in the checkout is changed.
 """
-import argparse, json, os, platform, re, resource, shutil, subprocess, sys, tempfile, time
+import argparse, json, os, re, resource, shutil, subprocess, sys, tempfile, time
 from pathlib import Path
+
+from machine import describe, machine
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -43,29 +45,6 @@ def _bench_demo_record():
         f.write(json.dumps(rec) + "\n")
 atexit.register(_bench_demo_record)
 '''
-
-
-def machine():
-  info = {"python": platform.python_version(), "cores": os.cpu_count()}
-  try:
-    cpu = Path("/proc/cpuinfo").read_text()
-    info["cpu"] = re.search(r"model name\s*:\s*(.*)", cpu).group(1).strip()
-    flags = set(re.search(r"flags\s*:\s*(.*)", cpu).group(1).split())
-    info["flags"] = " ".join(f for f in ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16", "amx_tile")
-                             if f in flags)
-    mem = re.search(r"MemTotal:\s*(\d+)", Path("/proc/meminfo").read_text())
-    info["mem_gb"] = round(int(mem.group(1)) / 2**20, 1)
-  except (OSError, AttributeError):
-    pass
-  try:
-    info["clang"] = subprocess.run(["clang", "--version"], capture_output=True, text=True, check=False).stdout.splitlines()[0]
-  except (OSError, IndexError):
-    info["clang"] = "none"
-  try:
-    info["load_avg_at_start"] = os.getloadavg()
-  except OSError:
-    pass
-  return info
 
 
 def make_tree(checkout: Path, rev: str | None, dest: Path):
@@ -159,8 +138,7 @@ def main():
     d["cpu_s"] += j["cpu_s"]
     d["peak_rss_mb"] = max(d["peak_rss_mb"], j["peak_rss_mb"])
     d["first"], d["last"] = min(d["first"], j["start"]), max(d["last"], j["end"])
-  print(f"\nmachine: {m.get('cpu')}; {m.get('cores')} cores; {m.get('mem_gb')} GB; flags {m.get('flags')}; {m.get('clang')}; "
-        f"python {m['python']}; load average at start {m.get('load_avg_at_start')}")
+  print(f"\nmachine: {describe(m)}")
   print(f"\n{'rule':<20} {'jobs':>4} {'wall s (sum)':>12} {'span s':>8} {'CPU s':>8} {'peak RSS MB':>11}")
   for name, d in rules.items():
     print(f"{name:<20} {d['jobs']:>4} {d['wall_s']:>12.1f} {d['last'] - d['first']:>8.1f} {d['cpu_s']:>8.1f} {d['peak_rss_mb']:>11.0f}")

@@ -6,17 +6,12 @@ not the internet: the real dataset's ~13 GB of text plus ~4 GB of checkpoint com
 
     .venv/bin/python bench/bench_download.py [--mb 256]
 """
-import argparse, hashlib, http.server, os, platform, re, sys, tempfile, threading, time
+import argparse, hashlib, http.server, os, re, sys, tempfile, threading, time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from mlperf_bert.data import r2  # noqa: E402
-
-
-def machine() -> str:
-  model = next((l.split(":", 1)[1].strip() for l in Path("/proc/cpuinfo").read_text().splitlines()
-                if l.startswith("model name")), platform.processor())
-  return f"{model}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}"
+from machine import describe  # noqa: E402
 
 
 def main():
@@ -60,7 +55,7 @@ def main():
     resumed = time.perf_counter() - t0
     assert info["resumed_from"] == len(data) // 2 and info["md5"] == md5
   srv.shutdown()
-  print(f"machine: {machine()}")
+  print(f"machine: {describe()}")
   print(f"download {args.mb} MB over loopback, md5+sha256 checked: {whole:.2f} s ({args.mb / whole:.0f} MB/s)")
   print(f"resume from 50% (Range request, md5 over the whole file): {resumed:.2f} s")
 

@@ -9,12 +9,13 @@ what a cgroup memory limit would count; wall times are the controller's start/en
 
     .venv/bin/python bench/bench_slurm_jobs.py [--train] [--jobcomp /tmp/mlperf-bert-slurm/jobcomp.txt]
 """
-import argparse, collections, os, platform, re, subprocess, sys, tempfile, threading, time
+import argparse, collections, os, re, subprocess, sys, tempfile, threading, time
 from datetime import datetime
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
+from machine import describe  # noqa: E402
 
 
 def job_of(pid: str) -> str | None:
@@ -49,13 +50,6 @@ def sample(peaks: dict, stop: threading.Event):
     for j, mb in now.items():
       peaks[j] = max(peaks.get(j, 0.0), mb)
     time.sleep(0.1)
-
-
-def cpu_model() -> str:
-  for line in Path("/proc/cpuinfo").read_text().splitlines():
-    if line.startswith("model name"):
-      return line.split(":", 1)[1].strip()
-  return platform.processor()
 
 
 def main():
@@ -98,7 +92,7 @@ def main():
   for f in jobs:
     secs = (datetime.fromisoformat(f["EndTime"]) - datetime.fromisoformat(f["StartTime"])).total_seconds()
     by_rule[rule.get(f["JobId"], "?")].append((peaks.get(f["JobId"], 0.0), secs))
-  print(f"machine: {cpu_model()}, {os.cpu_count()} cores; SLURM {subprocess.run(['sinfo', '-V'], capture_output=True, text=True).stdout.strip()}")
+  print(f"machine: {describe()}; SLURM {subprocess.run(['sinfo', '-V'], capture_output=True, text=True).stdout.strip()}")
   print(f"workflow: {len(jobs)} SLURM jobs in {wall:.0f} s (snakemake wall time, submit host = the node)")
   print(f"{'rule':18} {'jobs':>4} {'peak job RSS MB':>16} {'job wall s (min-max)':>22}")
   for name, rows in sorted(by_rule.items()):

@@ -121,13 +121,13 @@ def main():
   sys.path.insert(0, str(REPO))
   from mlperf_bert.train.hparams import load_platform, resolve, tinygrad_env
   sys.path.insert(0, str(REPO / "bench"))
-  from bench_demo import machine
+  from machine import describe, machine
   tg_env = tinygrad_env(resolve(load_platform(REPO / "profiles" / "cpu" / "platform.yaml"), {}))
   tg_env.pop("DEBUG", None)
   env = dict(os.environ, **tg_env, BERT_SIZE="tiny", BERT_LAYERS=str(SHAPE["LAYERS"]), PYTHONPATH="")
   s = dict(SHAPE, STEPS=a.steps, GPUS=a.gpus, REPO=str(REPO), CHECKOUT=str(co), OWN=not a.venv_tinygrad)
   m = machine()
-  print(f"machine: {m.get('cpu')}; {m.get('cores')} cores; flags {m.get('flags')}; {m.get('clang')}; load average {m.get('load_avg_at_start')}")
+  print(f"machine: {describe(m)}")
   print(f"shape: BS {s['BS']}, seq {s['SEQ']}, {s['PRED']} predictions, {s['LAYERS']} layers, hidden {s['HIDDEN']}, "
         f"{s['HEADS']} heads, intermediate {s['INTER']}, vocab {s['VOCAB']}, fp32, dropout on, {a.gpus} CPU device(s); "
         f"env {' '.join(f'{k}={v}' for k, v in sorted(tg_env.items()))}")

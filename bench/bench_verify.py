@@ -14,24 +14,13 @@ settings (512 / 76), then times, with the file in the page cache (best of --repe
 Prints figures only; nothing is asserted about speed.
 """
 from __future__ import annotations
-import argparse, os, platform, sys, tempfile, time
+import argparse, sys, tempfile, time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
-
-
-def machine() -> str:
-  model, flags = platform.processor() or "?", set()
-  try:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-      if line.startswith("model name"): model = line.split(":", 1)[1].strip()
-      if line.startswith("flags"): flags = set(line.split(":", 1)[1].split())
-  except OSError:
-    pass
-  simd = [f for f in ("avx2", "avx512f", "pclmulqdq") if f in flags]
-  return f"{model}, {os.cpu_count()} cores, flags {' '.join(simd) or '-'}"
+from machine import describe  # noqa: E402
 
 
 def best(fn, repeat: int) -> tuple[float, float]:
@@ -55,7 +44,7 @@ def main() -> None:
   from mlperf_bert.data.instances import build_shard
   from mlperf_bert.data.shards import Shard
 
-  print(f"machine: {machine()}")
+  print(f"machine: {describe()}")
   with tempfile.TemporaryDirectory() as tmp:
     tmp = Path(tmp)
     (tmp / "demo").mkdir()
