@@ -36,6 +36,7 @@ from mlperf_bert.errors import UserError
 from mlperf_bert.fileio import atomic_path
 from mlperf_bert.constants import FEATURES
 from mlperf_bert.data.loader import TrainLoader, eval_batches, eval_window, open_shards
+from mlperf_bert.train import cpu_threads
 from mlperf_bert.train.mllog import ResultLog
 from mlperf_bert.train.model import BertConfig, BertForPretraining
 from mlperf_bert.train.optim import OptimConfig, Trainer
@@ -45,7 +46,7 @@ from mlperf_bert.data.shards import Shard
 CKPT_RE = re.compile(r"^ckpt_(\d{8})\.safetensors$")
 PHASES = ("all", "init", "run")
 # settings that do not change the run's numbers: a change keeps a resumable checkpoint
-NOT_FINGERPRINTED = ("CKPT", "KEEP_CKPT_AMOUNT", "SAVE_CKPT_FREQ", "INIT_PROCESS")
+NOT_FINGERPRINTED = ("CKPT", "KEEP_CKPT_AMOUNT", "SAVE_CKPT_FREQ", "INIT_PROCESS", "CPU_THREADS")
 FLOAT_DTYPES = {"float32": dtypes.float32, "half": dtypes.half, "bfloat16": dtypes.bfloat16}
 
 
@@ -98,6 +99,7 @@ class Steps:
   def __init__(self, cfg: BertConfig, hp: dict[str, Any], devices: tuple[str, ...], seed: int,
                init_weights: str | os.PathLike | None = None, zero: bool = False):
     self.devices = devices
+    if hp.get("CPU_THREADS") and all(d.split(":")[0] == "CPU" for d in devices): cpu_threads.enable()
     dtype = FLOAT_DTYPES[hp["FLOAT"]]
     self.model = BertForPretraining(cfg, seed=seed, dtype=dtype)
     if zero:
