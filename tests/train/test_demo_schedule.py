@@ -1,7 +1,8 @@
 """The cpu demo's schedule settings leave training unchanged: how often the eval set is evaluated and how many INIT
 warm-up steps run change no weight and draw no random number of the real run, so its losses are identical step by
-step and the final accuracy too. The demo relies on it: it evaluates every 125 steps (not 50) after a 1-step INIT
-(not 3) and still crosses its TARGET at step 250 as the every-50-steps run did (profiles/cpu/platform.yaml)."""
+step and the final accuracy too. The demo relies on it: which steps it evaluates at (EVAL_STEP_FREQ) and how many INIT
+warm-up steps it runs (INIT_BENCHMARK_STEPS 1) are chosen for speed, and the trajectory is the one measured with any
+other choice (profiles/cpu/platform.yaml)."""
 from train.test_train import data, make_run  # noqa: F401  (data is a module fixture)
 
 
