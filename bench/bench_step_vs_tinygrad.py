@@ -15,7 +15,8 @@ matches 0.14's API); this project's side runs with this virtualenv's tinygrad (0
 tinygrad's side on the venv's library instead.
 Each side runs in its own process, one after the other: 2 warm-up steps (compile, JIT capture), then --steps timed
 steps; printed: median wall ms and CPU ms (user+sys of the process, all threads) per step, and the ratios
-(this project / tinygrad: below 1.0 means this project's step is faster).
+(this project / tinygrad: below 1.0 means this project's step is faster). This project's side runs twice: with the
+cpu profile's CPU_THREADS (tinygrad 0.14's per-core kernel slices on all cores) and with it off (one core).
 """
 import argparse, json, os, statistics, subprocess, sys
 from pathlib import Path
@@ -55,7 +56,7 @@ from mlperf_bert.train.hparams import load_platform, resolve
 from mlperf_bert.train.run import Steps, devices_for
 from mlperf_bert.train.model import BertConfig
 from tinygrad import Tensor
-hp = resolve(load_platform(os.path.join(S["REPO"], "profiles", "cpu", "platform.yaml")), {"GPUS": S["GPUS"], "BS": S["BS"]})
+hp = resolve(load_platform(os.path.join(S["REPO"], "profiles", "cpu", "platform.yaml")), {"GPUS": S["GPUS"], "BS": S["BS"], "CPU_THREADS": S["CPU_THREADS"]})
 cfg = BertConfig(vocab_size=S["VOCAB"], hidden_size=S["HIDDEN"], num_hidden_layers=S["LAYERS"], num_attention_heads=S["HEADS"],
                  intermediate_size=S["INTER"])
 Tensor.manual_seed(0)
@@ -134,16 +135,23 @@ def main():
   rev = a.commit or subprocess.run(["git", "-C", str(co), "rev-parse", "HEAD"], capture_output=True, text=True, check=False).stdout.strip() \
     or "(unknown: not a git work tree; pass --commit)"
   print(f"tinygrad checkout {co} at {rev}")
-  ours = run_side("mlperf-bert", OURS, s, env, REPO)
+  # this project's side twice: as the cpu profile runs it (CPU_THREADS on: tinygrad 0.14's per-core kernel slices
+  # on all cores) and with CPU_THREADS off (one core, as tinygrad's own runtime runs every kernel)
+  ours = {on: run_side("mlperf-bert", OURS, dict(s, CPU_THREADS=on), env, REPO) for on in (True, False)}
   theirs = run_side("tinygrad", THEIRS, s, env, REPO)  # not cwd=checkout: `python -c` would import its tinygrad first
-  out = {"machine": m, "settings": s, "tinygrad_checkout_rev": rev, "ours": ours, "tinygrad": theirs}
-  for name, r in (("mlperf-bert", ours), (f"tinygrad train_step_bert ({co.name})", theirs)):
+  out = {"machine": m, "settings": s, "tinygrad_checkout_rev": rev, "ours": ours[True], "ours_one_core": ours[False],
+         "tinygrad": theirs}
+  sides = (("mlperf-bert (CPU_THREADS on)", ours[True]), ("mlperf-bert (CPU_THREADS off)", ours[False]),
+           (f"tinygrad train_step_bert ({co.name})", theirs))
+  for name, r in sides:
     r["median_wall_ms"], r["median_cpu_ms"] = statistics.median(r["wall_ms"]), statistics.median(r["cpu_ms"])
     print(f"{name:<45} first step {r['first_step_s']:6.1f} s; median step {r['median_wall_ms']:8.1f} ms wall, "
           f"{r['median_cpu_ms']:8.1f} ms CPU  (tinygrad library {Path(r['tinygrad']).parent})")
-  out["ratio_wall"] = ours["median_wall_ms"] / theirs["median_wall_ms"]
-  out["ratio_cpu"] = ours["median_cpu_ms"] / theirs["median_cpu_ms"]
-  print(f"ratio (mlperf-bert / tinygrad): wall {out['ratio_wall']:.2f}, CPU {out['ratio_cpu']:.2f}  (<= 1.0: ours is no slower)")
+  for key, r in (("", ours[True]), ("_one_core", ours[False])):
+    out["ratio_wall" + key] = r["median_wall_ms"] / theirs["median_wall_ms"]
+    out["ratio_cpu" + key] = r["median_cpu_ms"] / theirs["median_cpu_ms"]
+    print(f"ratio (mlperf-bert, CPU_THREADS {'off' if key else 'on'} / tinygrad): wall {out['ratio_wall' + key]:.2f}, "
+          f"CPU {out['ratio_cpu' + key]:.2f}  (<= 1.0: ours is no slower)")
   if a.json: a.json.write_text(json.dumps(out, indent=1))
 
 
