@@ -21,7 +21,6 @@ from mlperf_bert.errors import UserError
 
 TINYGRAD = "0.14.0"  # the CPUProgram.__call__ this module replaces is tinygrad 0.14.0's
 SERIAL = frozenset({"embedding_bwd"})  # kernels with atomic float adds: serial, so their sums keep one order
-_pool: ThreadPoolExecutor | None = None
 
 
 def enabled() -> bool:
@@ -32,7 +31,6 @@ def enabled() -> bool:
 def enable() -> int:
   """Make every CPU kernel with per-core slices run them in parallel in this process; idempotent. Returns the
   number of threads (tinygrad's slice count)."""
-  global _pool
   if (have := version("tinygrad")) != TINYGRAD:
     raise UserError(f"platform key CPU_THREADS: written for tinygrad {TINYGRAD}'s CPU runtime, found tinygrad {have}; "
                     f"install tinygrad=={TINYGRAD} or set CPU_THREADS: false")
@@ -41,7 +39,7 @@ def enable() -> int:
   threads = NUM_CPU_THREADS.value
   if enabled() or threads < 2: return threads
   serial_call = CPUProgram.__call__
-  _pool = ThreadPoolExecutor(max_workers=threads - 1, thread_name_prefix="tinygrad-cpu")
+  pool = ThreadPoolExecutor(max_workers=threads - 1, thread_name_prefix="tinygrad-cpu")
 
   def __call__(self, *bufs, global_size=(1, 1, 1), local_size=(1, 1, 1), vals=(), wait=False, timeout=None):
     slot = self.runtimevars.get("core_id")
@@ -56,7 +54,7 @@ def enable() -> int:
       a[slot] = tid
       self.fxn(*[ctypes.c_uint64(x) for x in a])
 
-    pending = [_pool.submit(run_slice, tid) for tid in range(1, global_size[0])]
+    pending = [pool.submit(run_slice, tid) for tid in range(1, global_size[0])]
     run_slice(0)
     for p in pending: p.result()
     return time.perf_counter() - st if wait else None
