@@ -13,6 +13,11 @@ float32, the mask added, then cast to the compute dtype before the softmax (Tens
 the masked-LM decoder multiplies by the float32 word embeddings (so it runs in float32); the losses run in float32.
 
 Dropout is active only under `tinygrad.Context(TRAINING=1)` (tinygrad's `Tensor.dropout` reads it).
+
+`decoder_block` (platform key DECODER_BLOCK) only changes how the masked-LM decoder's vocab-wide matmul is laid out
+for tinygrad's kernels: 0 computes `h @ table.T` as train_bert does; a block size computes the logits vocab-major,
+one block of the table at a time (`blocked_decoder`). Same values, but the gradient of `h` is summed block by block,
+so that gradient is rounded differently (docs/parity.md row 18).
 """
 from __future__ import annotations
 import dataclasses, json, math
@@ -176,6 +181,26 @@ def _lookup(table: Tensor, ids: Tensor) -> Tensor:
   return emb(ids)
 
 
+def blocked_decoder(h: Tensor, table: Tensor, block: int) -> Tensor:
+  """`h @ table.T` for h (B, P, H) and table (V, H), as (B, P, V), computed vocab-major in ceil(V / block) blocks.
+
+  tinygrad's CPU kernels for the plain form are slow at the demo's shapes: its backward `g @ table` is one
+  reduction over the whole vocabulary per output, which streams the table from memory again for every tile of
+  the output. Here the table is padded to whole blocks, the logits are materialized as (blocks, block, B*P) and so
+  is their gradient, and each block's share of the gradient of `h` is its own reduction over `block` rows of the
+  table (which stays in cache), summed over the blocks afterwards. The logits are the same numbers (each is still
+  one sum over H); the gradient of `h` is the same sum in another order.
+  """
+  B, P, H = h.shape
+  V, R = table.shape[0], B * P
+  blocks = -(-V // block)
+  tb = table.pad(((0, blocks * block - V), (0, 0))).reshape(blocks, block, H)
+  # h once per block; contiguous_backward keeps each block's gradient of h its own reduction over `block` rows
+  hb = h.reshape(1, R, H).expand(blocks, R, H).contiguous_backward()
+  logits_t = (tb @ hb.transpose(1, 2)).contiguous_backward().contiguous()  # (blocks, block, R), its gradient too
+  return logits_t.reshape(blocks * block, R)[:V].T.reshape(B, P, V)
+
+
 def _gelu(x: Tensor) -> Tensor:
   """The erf GELU of BERT (tinygrad's default `gelu` is the tanh approximation)."""
   return x * 0.5 * (1.0 + (x * (1.0 / math.sqrt(2.0))).erf())
@@ -190,8 +215,9 @@ class BertForPretraining:
   """
 
   def __init__(self, config: BertConfig, seed: int | None = None, dtype: DType = dtypes.float32,
-               param_dtype: DType = dtypes.float32, device: str | None = None):
-    self.config, self.dtype, self.param_dtype = config, dtype, param_dtype
+               param_dtype: DType = dtypes.float32, device: str | None = None, decoder_block: int = 0):
+    if decoder_block < 0: raise UserError(f"DECODER_BLOCK={decoder_block}: 0 (train_bert's decoder) or a block size")
+    self.config, self.dtype, self.param_dtype, self.decoder_block = config, dtype, param_dtype, decoder_block
     rng = np.random.default_rng(seed)
     self.params: dict[str, Tensor] = {}
     for name, shape in parameter_shapes(config).items():
@@ -286,7 +312,9 @@ class BertForPretraining:
     h = seq.gather(1, idx)
     h = self._layer_norm(_gelu(self._dense(h, "cls/predictions/transform/dense")), "cls/predictions/transform/LayerNorm")
     # the decoder multiplies by the float32 table (as tinygrad's BertLMPredictionHead): float32 under HALF too
-    mlm_logits = h.matmul(self.params["bert/embeddings/word_embeddings"].T) + self.params["cls/predictions/output_bias"]
+    table = self.params["bert/embeddings/word_embeddings"]
+    logits = blocked_decoder(h, table, self.decoder_block) if self.decoder_block else h.matmul(table.T)
+    mlm_logits = logits + self.params["cls/predictions/output_bias"]
     # contiguous: the vocab-wide matmul is materialized once and reused by the backward pass
     return mlm_logits.float().contiguous(), nsp_logits
 

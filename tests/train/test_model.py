@@ -123,7 +123,17 @@ def tiny():
   return cfg, model, weights
 
 
-def test_forward_matches_huggingface(tiny):
+@pytest.fixture(params=[0, 64], ids=["decoder", "blocked-decoder"])
+def decoder_block(tiny, request):
+  """Each test runs with train_bert's masked-LM decoder and with the blocked one (5 blocks of 64 for a vocab of
+  300, the last one padded)."""
+  _, model, _ = tiny
+  model.decoder_block = request.param
+  yield request.param
+  model.decoder_block = 0
+
+
+def test_forward_matches_huggingface(tiny, decoder_block):
   cfg, model, weights = tiny
   batch = random_batch(cfg)
   mlm, nsp = run_forward(model, batch)
@@ -262,6 +272,25 @@ def test_config_from_json(tmp_path):
     BertConfig.from_json(tmp_path / "bad.json")
 
 
+def test_blocked_decoder_is_the_plain_decoder(tiny):
+  """blocked_decoder gives h @ table.T to float32 rounding: logits and both gradients (h's summed per block)."""
+  from mlperf_bert.train.model import blocked_decoder
+  rng = np.random.default_rng(3)
+  hv, tv, gv = (rng.standard_normal(s).astype(np.float32) for s in ((3, 5, 48), (300, 48), (3, 5, 300)))
+  out = {}
+  for block in (0, 64, 300, 512):
+    h, table = Tensor(hv), Tensor(tv)
+    logits = blocked_decoder(h, table, block) if block else h.matmul(table.T)
+    (logits * Tensor(gv)).sum().backward()
+    out[block] = [logits.numpy(), h.grad.numpy(), table.grad.numpy()]
+    assert out[block][0].shape == (3, 5, 300) and out[block][2].shape == (300, 48)
+  for block in (64, 300, 512):
+    for got, want in zip(out[block], out[0]):
+      np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+  with pytest.raises(UserError, match="DECODER_BLOCK"):
+    BertForPretraining(BertConfig(**TINY), decoder_block=-1)
+
+
 def test_demo_bert_config_is_bert_large():
   from pathlib import Path
   cfg = BertConfig.from_json(Path(__file__).parents[2] / "resources/demo/bert_config.json")
@@ -270,7 +299,7 @@ def test_demo_bert_config_is_bert_large():
   assert 334_000_000 < n < 337_000_000  # BERT-large with the pretraining heads
 
 
-def test_gradients_match_torch(tiny):
+def test_gradients_match_torch(tiny, decoder_block):
   """Backward through the tinygrad model equals torch autograd through HF's model with the same loss."""
   import torch
   import transformers
