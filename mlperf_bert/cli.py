@@ -104,7 +104,7 @@ def _add_data(sub) -> None:
     g.add_argument("--random-seed", type=int, default=12345)
     g.add_argument("--dupe-factor", type=int, default=10)
     p.add_argument("--engine", choices=["auto", "numba", "python"], default="auto",
-                   help="instance engine (same output; 'auto' = numba when installed)")
+                   help="instance engine (same output; 'auto' = python for small files, else numba when installed)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
 
   p = sub.add_parser("shard", help="tokenize one topic text file and write its pretraining shard",

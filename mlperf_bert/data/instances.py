@@ -14,6 +14,8 @@ Two engines consume the Mersenne Twister stream identically: `engine="python"` d
 itself (the plain statement of the algorithm); `engine="numba"` copies the generator state into numpy's
 MT19937, draws raw 32-bit words in bulk and replays `random()`, `randint()` and `shuffle()` on them in
 compiled code (see mlperf_bert/data/fastinst.py). Both give the same instances (tests check this).
+`engine="auto"` takes numba for files large enough to repay its first-call compile (~7 CPU s when its cache is
+empty, as in each new checkout) and the plain engine for small ones, such as the demo's topics (`choose_engine`).
 """
 from __future__ import annotations
 import array, random, sys
@@ -165,6 +167,18 @@ def _python_engine(corpus: Corpus, st: Settings, ids: Ids) -> Instances:
   return made.take(np.asarray(order, np.int64))  # the final shuffle
 
 
+# Below this much work (corpus tokens x dupe_factor) `auto` takes the python engine. Measured on the 2-core Xeon of
+# docs/benchmarks.md (session 5): a demo topic (108k tokens, 1.1M x dupe 10) took 0.7 CPU s in python, 0.9 s in
+# numba with its cache warm and 8.1 s with it cold; 3.7 MB of text (9.5M) took 6.9 s in python, 2.2 s in numba.
+PYTHON_ENGINE_MAX_WORK = 2_000_000
+
+
+def choose_engine(corpus: Corpus, settings: Settings) -> str:
+  """The engine `auto` runs: python for small files (no compile to pay), else numba when it is installed."""
+  if len(corpus.stream) * settings.dupe_factor <= PYTHON_ENGINE_MAX_WORK: return "python"
+  return available_engines()[0]
+
+
 def available_engines() -> list[str]:
   try:
     import numba  # noqa: F401
@@ -180,7 +194,7 @@ def create_instances(corpus: Corpus, settings: Settings, ids: Ids, *, engine: st
     raise UserError(f"text file {corpus.path} has no document with any token: expected sentences, one per line, "
                     "documents separated by blank lines; re-extract the corpus or remove the file from the inputs")
   if engine == "auto":
-    engine = available_engines()[0]
+    engine = choose_engine(corpus, settings)
   if engine == "python":
     return _python_engine(corpus, settings, ids)
   if engine == "numba":

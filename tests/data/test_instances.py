@@ -64,6 +64,20 @@ def test_engines_agree_on_other_settings(tok, demo_text, settings):
       np.testing.assert_array_equal(getattr(inst, k), getattr(other, k), err_msg=k)
 
 
+def test_auto_engine_is_python_for_small_files(tok, demo_text):
+  """`auto` runs the plain engine where numba's first-call compile would cost more than the work (a demo topic),
+  and numba (when installed) for large files; both make the same instances (the tests above)."""
+  import dataclasses
+  from mlperf_bert.data.instances import PYTHON_ENGINE_MAX_WORK, choose_engine
+  corpus = tokenize_corpus(demo_text / "part-00003-of-00008", tok)
+  demo = Settings(128, 20, 0.15, 0.1, 12345, 10)
+  assert len(corpus.stream) * demo.dupe_factor <= PYTHON_ENGINE_MAX_WORK
+  assert choose_engine(corpus, demo) == "python"
+  big = dataclasses.replace(demo, dupe_factor=PYTHON_ENGINE_MAX_WORK // len(corpus.stream) + 1)
+  assert choose_engine(corpus, big) == ENGINES[0]
+  if "numba" in ENGINES: assert choose_engine(corpus, big) == "numba"
+
+
 def test_same_seed_same_bytes_other_seed_differs(tmp_path, demo_text):
   a, b, c = tmp_path / "a.shard", tmp_path / "b.shard", tmp_path / "c.shard"
   kw = dict(max_seq_length=128, max_predictions_per_seq=20, dupe_factor=2, log=None)
