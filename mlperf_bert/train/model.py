@@ -18,6 +18,12 @@ Dropout is active only under `tinygrad.Context(TRAINING=1)` (tinygrad's `Tensor.
 for tinygrad's kernels: 0 computes `h @ table.T` as train_bert does; a block size computes the logits vocab-major,
 one block of the table at a time (`blocked_decoder`). Same values, but the gradient of `h` is summed block by block,
 so that gradient is rounded differently (docs/parity.md row 18).
+
+`last_layer_rows` (platform key LAST_LAYER_ROWS) computes the last encoder layer's queries, attention output and
+feed-forward only for the rows the heads read (position 0 for the next-sentence head and the masked positions);
+its keys and values still come from every row. The heads get the same values; dropout draws its masks for the whole
+layer, as the full computation does, and keeps the rows used, so training follows the same random stream
+(docs/parity.md row 19). Single device only: on several devices the layer is computed in full.
 """
 from __future__ import annotations
 import dataclasses, json, math
@@ -26,6 +32,7 @@ from pathlib import Path
 import numpy as np
 from tinygrad import Tensor, dtypes, nn
 from tinygrad.dtype import DType
+from tinygrad.helpers import TRAINING
 
 from mlperf_bert.errors import UserError
 
@@ -201,6 +208,23 @@ def blocked_decoder(h: Tensor, table: Tensor, block: int) -> Tensor:
   return logits_t.reshape(blocks * block, R)[:V].T.reshape(B, P, V)
 
 
+def _take_rows(t: Tensor, rows: Tensor, dim: int) -> Tensor:
+  """t's entries at `rows` (B, R) along `dim` (1 or 2); every other dim of t is kept."""
+  shape = list(t.shape)
+  shape[dim] = rows.shape[1]
+  idx = rows.reshape(rows.shape[0], *([1] * (dim - 1)), rows.shape[1], *([1] * (t.ndim - dim - 1)))
+  return t.gather(dim, idx.expand(*shape))
+
+
+def _dropout_rows(y: Tensor, p: float, full_shape: tuple[int, ...], rows: Tensor, dim: int) -> Tensor:
+  """Tensor.dropout of a tensor shaped `full_shape`, applied to `y`, its entries at `rows` along `dim`: the mask is
+  drawn for the whole tensor (the random numbers the full computation draws) and its rows at `rows` are used."""
+  if not TRAINING or p == 0: return y
+  if p == 1: return y.const_like(0)
+  keep = (Tensor.rand(*full_shape, device=y.device, dtype=dtypes.default_float, contiguous=False) >= p).contiguous()
+  return _take_rows(keep, rows, dim).where(y, 0) / (1.0 - p)
+
+
 def _gelu(x: Tensor) -> Tensor:
   """The erf GELU of BERT (tinygrad's default `gelu` is the tanh approximation)."""
   return x * 0.5 * (1.0 + (x * (1.0 / math.sqrt(2.0))).erf())
@@ -215,9 +239,11 @@ class BertForPretraining:
   """
 
   def __init__(self, config: BertConfig, seed: int | None = None, dtype: DType = dtypes.float32,
-               param_dtype: DType = dtypes.float32, device: str | None = None, decoder_block: int = 0):
+               param_dtype: DType = dtypes.float32, device: str | None = None, decoder_block: int = 0,
+               last_layer_rows: bool = False):
     if decoder_block < 0: raise UserError(f"DECODER_BLOCK={decoder_block}: 0 (train_bert's decoder) or a block size")
     self.config, self.dtype, self.param_dtype, self.decoder_block = config, dtype, param_dtype, decoder_block
+    self.last_layer_rows = last_layer_rows
     rng = np.random.default_rng(seed)
     self.params: dict[str, Tensor] = {}
     for name, shape in parameter_shapes(config).items():
@@ -258,33 +284,42 @@ class BertForPretraining:
     y = x.float().layernorm(eps=LAYER_NORM_EPS).cast(self.dtype)
     return y * self._w(f"{prefix}/gamma") + self._w(f"{prefix}/beta")
 
-  def _attention(self, x: Tensor, mask_add: Tensor, prefix: str) -> Tensor:
+  def _attention(self, x: Tensor, mask_add: Tensor, prefix: str, rows: Tensor | None = None) -> Tensor:
+    """Self-attention block; with `rows` (B, R) only those query rows are computed (keys and values: all rows)."""
     B, S, _ = x.shape
     nh, hs = self.config.num_attention_heads, self.config.head_size
-    def heads(t: Tensor) -> Tensor: return t.reshape(B, S, nh, hs).permute(0, 2, 1, 3)
-    q = heads(self._dense(x, f"{prefix}/self/query"))
-    k = heads(self._dense(x, f"{prefix}/self/key"))
-    v = heads(self._dense(x, f"{prefix}/self/value"))
+    xq = x if rows is None else _take_rows(x, rows, 1)
+    R = xq.shape[1]
+    def heads(t: Tensor, n: int) -> Tensor: return t.reshape(B, n, nh, hs).permute(0, 2, 1, 3)
+    q = heads(self._dense(xq, f"{prefix}/self/query"), R)
+    k = heads(self._dense(x, f"{prefix}/self/key"), S)
+    v = heads(self._dense(x, f"{prefix}/self/value"), S)
     scores = q.matmul(k.transpose(-2, -1), dtype=dtypes.float32) * (1.0 / math.sqrt(hs)) + mask_add
     # contiguous: otherwise the softmax (its exp) is recomputed inside the probs @ v matmul for every output column
-    probs = scores.cast(self.dtype).softmax(-1).contiguous().dropout(self.config.attention_probs_dropout_prob)
-    ctx = probs.matmul(v).permute(0, 2, 1, 3).reshape(B, S, nh * hs)
-    out = self._dense(ctx, f"{prefix}/output/dense").dropout(self.config.hidden_dropout_prob)
-    return self._layer_norm(out + x, f"{prefix}/output/LayerNorm")
+    probs = scores.cast(self.dtype).softmax(-1).contiguous()
+    p_attn, p_hidden = self.config.attention_probs_dropout_prob, self.config.hidden_dropout_prob
+    probs = probs.dropout(p_attn) if rows is None else _dropout_rows(probs, p_attn, (B, nh, S, S), rows, 2)
+    ctx = probs.matmul(v).permute(0, 2, 1, 3).reshape(B, R, nh * hs)
+    out = self._dense(ctx, f"{prefix}/output/dense")
+    out = out.dropout(p_hidden) if rows is None else _dropout_rows(out, p_hidden, x.shape, rows, 1)
+    return self._layer_norm(out + xq, f"{prefix}/output/LayerNorm")
 
-  def _layer(self, x: Tensor, mask_add: Tensor, i: int) -> Tensor:
+  def _layer(self, x: Tensor, mask_add: Tensor, i: int, rows: Tensor | None = None) -> Tensor:
     p = f"bert/encoder/layer_{i}"
-    a = self._attention(x, mask_add, f"{p}/attention")
+    a = self._attention(x, mask_add, f"{p}/attention", rows)
     # materialize the GELU's output and its input's gradient: otherwise tinygrad fuses the erf GELU (and its
     # derivative) into the next matmul and recomputes it once per output column (on CPU 0.6 s of a 1.5 s demo step;
     # bench/bench_step_vs_tinygrad.py). Values are unchanged (tests/train/test_parity.py).
     h = _gelu(self._dense(a, f"{p}/intermediate/dense").contiguous_backward()).contiguous()
-    o = self._dense(h, f"{p}/output/dense").dropout(self.config.hidden_dropout_prob)
+    o = self._dense(h, f"{p}/output/dense")
+    p_hidden = self.config.hidden_dropout_prob
+    o = o.dropout(p_hidden) if rows is None else _dropout_rows(o, p_hidden, x.shape, rows, 1)
     return self._layer_norm(o + a, f"{p}/output/LayerNorm")
 
   # --- forward ----------------------------------------------------------------------------------------
-  def encode(self, input_ids: Tensor, segment_ids: Tensor, input_mask: Tensor) -> Tensor:
-    """Sequence output (B, S, hidden) of the encoder."""
+  def encode(self, input_ids: Tensor, segment_ids: Tensor, input_mask: Tensor, rows: Tensor | None = None) -> Tensor:
+    """Sequence output (B, S, hidden) of the encoder; with `rows` (B, R) the last layer computes only those rows
+    and the output is (B, R, hidden)."""
     B, S = input_ids.shape
     if S > self.config.max_position_embeddings:
       raise UserError(f"sequence length {S} exceeds max_position_embeddings {self.config.max_position_embeddings}")
@@ -293,8 +328,9 @@ class BertForPretraining:
          + _lookup(self._w("bert/embeddings/token_type_embeddings"), segment_ids))
     x = self._layer_norm(x, "bert/embeddings/LayerNorm").dropout(self.config.hidden_dropout_prob)
     mask_add = ((1.0 - input_mask.float()) * ATTENTION_MASK_VALUE).reshape(B, 1, 1, S)
-    for i in range(self.config.num_hidden_layers):
-      x = self._layer(x, mask_add, i)
+    n = self.config.num_hidden_layers
+    for i in range(n):
+      x = self._layer(x, mask_add, i, rows if i == n - 1 else None)
     return x
 
   def forward(self, input_ids: Tensor, segment_ids: Tensor, input_mask: Tensor,
@@ -303,13 +339,19 @@ class BertForPretraining:
 
     Inputs are integer tensors: ids/segments/mask (B, S), masked_lm_positions (B, P).
     """
-    seq = self.encode(input_ids, segment_ids, input_mask)
-    pooled = self._dense(seq[:, 0], "bert/pooler/dense").tanh()
+    B, P = masked_lm_positions.shape
+    positions = masked_lm_positions.cast(dtypes.int32)
+    if self.last_layer_rows and not isinstance(input_ids.device, tuple):
+      # the last layer computes row 0 (the next-sentence head's) and the masked positions only
+      rows = Tensor.zeros(B, 1, dtype=dtypes.int32, device=positions.device).cat(positions, dim=1)
+      out = self.encode(input_ids, segment_ids, input_mask, rows)
+      first, h = out[:, 0], out[:, 1:]
+    else:
+      seq = self.encode(input_ids, segment_ids, input_mask)
+      first, h = seq[:, 0], _take_rows(seq, positions, 1)
+    pooled = self._dense(first, "bert/pooler/dense").tanh()
     nsp_logits = (pooled.matmul(self._w("cls/seq_relationship/output_weights").T)
                   + self._w("cls/seq_relationship/output_bias")).float()
-    B, P = masked_lm_positions.shape
-    idx = masked_lm_positions.cast(dtypes.int32).reshape(B, P, 1).expand(B, P, self.config.hidden_size)
-    h = seq.gather(1, idx)
     h = self._layer_norm(_gelu(self._dense(h, "cls/predictions/transform/dense")), "cls/predictions/transform/LayerNorm")
     # the decoder multiplies by the float32 table (as tinygrad's BertLMPredictionHead): float32 under HALF too
     table = self.params["bert/embeddings/word_embeddings"]

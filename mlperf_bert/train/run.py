@@ -101,7 +101,8 @@ class Steps:
     self.devices = devices
     if hp.get("CPU_THREADS") and all(d.split(":")[0] == "CPU" for d in devices): cpu_threads.enable()
     dtype = FLOAT_DTYPES[hp["FLOAT"]]
-    self.model = BertForPretraining(cfg, seed=seed, dtype=dtype, decoder_block=hp["DECODER_BLOCK"])
+    self.model = BertForPretraining(cfg, seed=seed, dtype=dtype, decoder_block=hp["DECODER_BLOCK"],
+                                    last_layer_rows=hp["LAST_LAYER_ROWS"])
     if zero:
       for p in self.model.parameters(): p.assign(Tensor.zeros_like(p).contiguous()).realize()
     if init_weights is not None:

@@ -123,14 +123,14 @@ def tiny():
   return cfg, model, weights
 
 
-@pytest.fixture(params=[0, 64], ids=["decoder", "blocked-decoder"])
+@pytest.fixture(params=[(0, False), (64, True)], ids=["train_bert-layout", "demo-layout"])
 def decoder_block(tiny, request):
-  """Each test runs with train_bert's masked-LM decoder and with the blocked one (5 blocks of 64 for a vocab of
-  300, the last one padded)."""
+  """Each test runs with train_bert's computation and with the demo's: the blocked masked-LM decoder (5 blocks of
+  64 for a vocab of 300, the last one padded) and the last layer computed for the rows the heads read only."""
   _, model, _ = tiny
-  model.decoder_block = request.param
+  model.decoder_block, model.last_layer_rows = request.param
   yield request.param
-  model.decoder_block = 0
+  model.decoder_block, model.last_layer_rows = 0, False
 
 
 def test_forward_matches_huggingface(tiny, decoder_block):
@@ -289,6 +289,36 @@ def test_blocked_decoder_is_the_plain_decoder(tiny):
       np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
   with pytest.raises(UserError, match="DECODER_BLOCK"):
     BertForPretraining(BertConfig(**TINY), decoder_block=-1)
+
+
+@pytest.mark.parametrize("train", [False, True], ids=["eval", "training-with-dropout"])
+def test_last_layer_rows_same_outputs_and_dropout_masks(train):
+  """LAST_LAYER_ROWS: the heads' outputs and every gradient equal the full computation's, with dropout on too
+  (its masks are drawn for the whole layer and the used rows kept, so both consume the same random numbers)."""
+  cfg = BertConfig(**{**TINY, "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1})
+  model = BertForPretraining(cfg, seed=0)
+  randomize(model, seed=4)
+  batch = random_batch(cfg, seed=5)
+  out = {}
+  for rows in (False, True):
+    model.last_layer_rows = rows
+    Tensor.manual_seed(11)
+    with Context(TRAINING=int(train)):
+      mlm, nsp = run_forward(model, batch)
+      loss = model.loss(mlm, nsp, *(Tensor(batch[k]) for k in ("masked_lm_ids", "masked_lm_weights", "next_sentence_labels")))
+      loss.backward()
+      sd = model.state_dict()
+      Tensor.realize(loss, *[t.grad for t in sd.values()])
+    out[rows] = (mlm.numpy(), nsp.numpy(), {k: t.grad.numpy() for k, t in sd.items()})
+    for t in sd.values(): t.grad = None
+  np.testing.assert_allclose(out[True][0], out[False][0], rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(out[True][1], out[False][1], rtol=1e-5, atol=1e-6)
+  for k, g in out[False][2].items():
+    np.testing.assert_allclose(out[True][2][k], g, rtol=1e-4, atol=1e-6, err_msg=k)
+  if train:  # dropout really acted: the same model without it gives other logits
+    model.last_layer_rows = False
+    mlm_eval, _ = run_forward(model, batch)
+    assert np.abs(mlm_eval.numpy() - out[False][0]).max() > 1e-3
 
 
 def test_demo_bert_config_is_bert_large():

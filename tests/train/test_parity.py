@@ -8,9 +8,10 @@ norms (1e-5 relative), the same weights after 5 steps (1e-5 absolute) and the sa
 is the one difference kept behind a setting (EVAL_METRIC): the fixture matches with `tinygrad` (the default),
 and `pooled` is shown to be a different number computed from the same predictions.
 
-Every test runs twice: with train_bert's masked-LM decoder (DECODER_BLOCK 0) and with the cpu demo's blocked one
-(DECODER_BLOCK 1024: the same logits computed vocab-major; the gradient of the decoder's input summed block by
-block), which must stay within the same tolerances of tinygrad's numbers.
+Every test runs twice: with train_bert's computation (DECODER_BLOCK 0, LAST_LAYER_ROWS false) and with the cpu
+demo's (DECODER_BLOCK 1024: the same logits computed vocab-major, the gradient of the decoder's input summed block
+by block; LAST_LAYER_ROWS: the last layer computed for the rows the heads read), which must stay within the same
+tolerances of tinygrad's numbers.
 """
 import importlib.util, json
 from pathlib import Path
@@ -69,12 +70,13 @@ def _batch(batches, prefix):
   return {k: batches[f"{prefix}/{k}"] for k in FEATURES}
 
 
-@pytest.fixture(scope="module", params=[0, 1024], ids=["decoder", "blocked-decoder"])
+@pytest.fixture(scope="module", params=[(0, False), (1024, True)], ids=["train_bert-layout", "demo-layout"])
 def trained(parity, request):
   """Five training steps of this project's trainer from the fixture's weights and batches."""
   tool, exp, init, batches, _ = parity
-  hp, steps = _steps(tool, init, DECODER_BLOCK=request.param)
-  assert steps.model.decoder_block == request.param
+  block, rows = request.param
+  hp, steps = _steps(tool, init, DECODER_BLOCK=block, LAST_LAYER_ROWS=rows)
+  assert (steps.model.decoder_block, steps.model.last_layer_rows) == (block, rows)
   rows = []
   for i in range(tool.SETTINGS["STEPS"]):
     b = _batch(batches, f"train{i}")
