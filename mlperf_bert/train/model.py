@@ -216,9 +216,11 @@ def _take_rows(t: Tensor, rows: Tensor, dim: int) -> Tensor:
   return t.gather(dim, idx.expand(*shape))
 
 
-def _dropout_rows(y: Tensor, p: float, full_shape: tuple[int, ...], rows: Tensor, dim: int) -> Tensor:
+def _dropout_rows(y: Tensor, p: float, full_shape: tuple[int, ...], rows: Tensor | None, dim: int) -> Tensor:
   """Tensor.dropout of a tensor shaped `full_shape`, applied to `y`, its entries at `rows` along `dim`: the mask is
-  drawn for the whole tensor (the random numbers the full computation draws) and its rows at `rows` are used."""
+  drawn for the whole tensor (the random numbers the full computation draws) and its rows at `rows` are used.
+  Without `rows`, y is that whole tensor: plain Tensor.dropout."""
+  if rows is None: return y.dropout(p)
   if not TRAINING or p == 0: return y
   if p == 1: return y.const_like(0)
   keep = (Tensor.rand(*full_shape, device=y.device, dtype=dtypes.default_float, contiguous=False) >= p).contiguous()
@@ -298,10 +300,10 @@ class BertForPretraining:
     # contiguous: otherwise the softmax (its exp) is recomputed inside the probs @ v matmul for every output column
     probs = scores.cast(self.dtype).softmax(-1).contiguous()
     p_attn, p_hidden = self.config.attention_probs_dropout_prob, self.config.hidden_dropout_prob
-    probs = probs.dropout(p_attn) if rows is None else _dropout_rows(probs, p_attn, (B, nh, S, S), rows, 2)
+    probs = _dropout_rows(probs, p_attn, (B, nh, S, S), rows, 2)
     ctx = probs.matmul(v).permute(0, 2, 1, 3).reshape(B, R, nh * hs)
     out = self._dense(ctx, f"{prefix}/output/dense")
-    out = out.dropout(p_hidden) if rows is None else _dropout_rows(out, p_hidden, x.shape, rows, 1)
+    out = _dropout_rows(out, p_hidden, x.shape, rows, 1)
     return self._layer_norm(out + xq, f"{prefix}/output/LayerNorm")
 
   def _layer(self, x: Tensor, mask_add: Tensor, i: int, rows: Tensor | None = None) -> Tensor:
@@ -311,9 +313,7 @@ class BertForPretraining:
     # derivative) into the next matmul and recomputes it once per output column (on CPU 0.6 s of a 1.5 s demo step;
     # bench/bench_step_vs_tinygrad.py). Values are unchanged (tests/train/test_parity.py).
     h = _gelu(self._dense(a, f"{p}/intermediate/dense").contiguous_backward()).contiguous()
-    o = self._dense(h, f"{p}/output/dense")
-    p_hidden = self.config.hidden_dropout_prob
-    o = o.dropout(p_hidden) if rows is None else _dropout_rows(o, p_hidden, x.shape, rows, 1)
+    o = _dropout_rows(self._dense(h, f"{p}/output/dense"), self.config.hidden_dropout_prob, x.shape, rows, 1)
     return self._layer_norm(o + a, f"{p}/output/LayerNorm")
 
   # --- forward ----------------------------------------------------------------------------------------
@@ -339,7 +339,7 @@ class BertForPretraining:
 
     Inputs are integer tensors: ids/segments/mask (B, S), masked_lm_positions (B, P).
     """
-    B, P = masked_lm_positions.shape
+    B = masked_lm_positions.shape[0]
     positions = masked_lm_positions.cast(dtypes.int32)
     if self.last_layer_rows and not isinstance(input_ids.device, tuple):
       # the last layer computes row 0 (the next-sentence head's) and the masked positions only

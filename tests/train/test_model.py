@@ -124,7 +124,7 @@ def tiny():
 
 
 @pytest.fixture(params=[(0, False), (64, True)], ids=["train_bert-layout", "demo-layout"])
-def decoder_block(tiny, request):
+def layout(tiny, request):
   """Each test runs with train_bert's computation and with the demo's: the blocked masked-LM decoder (5 blocks of
   64 for a vocab of 300, the last one padded) and the last layer computed for the rows the heads read only."""
   _, model, _ = tiny
@@ -133,7 +133,7 @@ def decoder_block(tiny, request):
   model.decoder_block, model.last_layer_rows = 0, False
 
 
-def test_forward_matches_huggingface(tiny, decoder_block):
+def test_forward_matches_huggingface(tiny, layout):
   cfg, model, weights = tiny
   batch = random_batch(cfg)
   mlm, nsp = run_forward(model, batch)
@@ -329,7 +329,7 @@ def test_demo_bert_config_is_bert_large():
   assert 334_000_000 < n < 337_000_000  # BERT-large with the pretraining heads
 
 
-def test_gradients_match_torch(tiny, decoder_block):
+def test_gradients_match_torch(tiny, layout):
   """Backward through the tinygrad model equals torch autograd through HF's model with the same loss."""
   import torch
   import transformers
