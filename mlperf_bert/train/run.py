@@ -36,7 +36,7 @@ from mlperf_bert.errors import UserError
 from mlperf_bert.fileio import atomic_path
 from mlperf_bert.constants import FEATURES
 from mlperf_bert.data.loader import TrainLoader, eval_batches, eval_window, open_shards
-from mlperf_bert.train import cpu_threads
+from mlperf_bert.train import cpu_threads, jitmem
 from mlperf_bert.train.mllog import ResultLog
 from mlperf_bert.train.model import BertConfig, BertForPretraining
 from mlperf_bert.train.optim import OptimConfig, Trainer
@@ -160,6 +160,16 @@ class Steps:
     st = {f"model/{k}": v for k, v in self.model.state_dict().items()}
     st.update({f"optim/{k}": v for k, v in self.trainer.state_tensors().items()})
     return st
+
+  def persistent_tensors(self) -> list[Tensor]:
+    """Every tensor whose buffer carries state from one step to the next: the checkpoint's tensors and tinygrad's
+    RNG seeds and counters (FREE_INTERMEDIATE must keep them: mlperf_bert/train/jitmem.py)."""
+    return [*self.state_tensors().values(), *Tensor._device_seeds.values(), *Tensor._device_rng_counters.values()]
+
+  def free_intermediates(self, jit: TinyJit) -> int:
+    """FREE_INTERMEDIATE, as train_bert around an eval: the intermediates of one captured step (train_step before
+    the eval, eval_step after it), never the training state. Returns the number of buffers freed."""
+    return 0 if jit.captured is None else jitmem.free_intermediates(jit.captured, self.persistent_tensors())
 
 
 
@@ -452,11 +462,9 @@ class TrainRun:
             f"LOSS_SCALER; delete {self.ckpt_dir} to start over")
         if step % hp["EVAL_STEP_FREQ"] == 0 or step == train_steps:
           log.eval_start(step * gbs, step)
-          if hp.get("FREE_INTERMEDIATE") and steps.train_step.captured is not None:
-            steps.train_step.captured.free_intermediates()  # as train_bert: room for the eval step's buffers
+          if hp.get("FREE_INTERMEDIATE"): steps.free_intermediates(steps.train_step)  # room for the eval's buffers
           acc, secs = self._evaluate(steps, evals_done=(step - 1) // hp["EVAL_STEP_FREQ"])
-          if hp.get("FREE_INTERMEDIATE") and steps.eval_step.captured is not None:
-            steps.eval_step.captured.free_intermediates()
+          if hp.get("FREE_INTERMEDIATE"): steps.free_intermediates(steps.eval_step)
           log.eval_stop(step * gbs, step, self.eval_samples())
           log.eval_accuracy(acc, step * gbs)
           accs.append((step, acc))
@@ -532,9 +540,10 @@ def train_from_paths(platform_file, overrides: dict[str, Any], *, shards, eval_p
   benchmark=N, time N steps (a dict of figures). The work log defaults to `<out>.partial`."""
   from mlperf_bert.train.hparams import load_platform, resolve, tinygrad_env
   hp = resolve(load_platform(platform_file), overrides, seed=seed, eval_examples=len(Shard(eval_path)), where="--set")
-  for k, v in tinygrad_env(hp).items():
+  for k, v in tinygrad_env(hp).items():  # the CLI exported them before importing tinygrad; a caller in-process may not
     if os.environ.get(k, v) != v:
-      print(f"note: {k}={os.environ[k]} in the environment; the platform says {v} (export it before starting)")
+      print(f"note: {k}={os.environ[k]} in the environment; the platform says {v}, which this process cannot apply "
+            f"(tinygrad is imported): run python -m mlperf_bert train")
   out = Path(out)
   run = TrainRun(hp, shard_paths=shard_files(shards), eval_path=eval_path, bert_config=bert_config, log_path=out,
                  work_log_path=work_log or out.with_name(out.name + ".partial"), ckpt_dir=ckpt_dir,
