@@ -150,9 +150,19 @@ def _parse_set(items: list[str] | None) -> dict[str, Any]:
 
 
 def _cmd_train(a) -> int:
-  from mlperf_bert.train.run import train_from_paths
   if a.benchmark and a.phase != "all":
     raise UserError(f"--benchmark with --phase {a.phase}: a benchmark has no INIT or RUN phase; drop one of them")
+  # the platform's tinygrad settings (DEV, BEAM, DEFAULT_FLOAT, ...) go into the environment before tinygrad is
+  # imported, which reads them at import; nothing above this line imports it
+  from mlperf_bert.data.shards import Shard
+  from mlperf_bert.train.hparams import export_tinygrad_env, load_platform, resolve
+  if "tinygrad" in sys.modules:
+    raise UserError("train: tinygrad was imported before the platform's settings were applied; run it as "
+                    "python -m mlperf_bert train")
+  hp = resolve(load_platform(a.platform_file), _parse_set(a.set), seed=a.seed, eval_examples=len(Shard(a.eval)),
+               where="--set")
+  for note in export_tinygrad_env(hp, os.environ): _log(note)
+  from mlperf_bert.train.run import train_from_paths
   # which process wrote which phase (the train rule runs INIT and RUN as two processes: INIT_PROCESS separate)
   _log(f"train: phase {a.phase} in process {os.getpid()}")
   res = train_from_paths(a.platform_file, _parse_set(a.set), shards=a.shards, eval_path=a.eval,
@@ -179,9 +189,10 @@ def _add_train(sub) -> None:
   p.set_defaults(func=_cmd_convert)
 
   p = sub.add_parser("train", help="train BERT with tinygrad and write an MLPerf result log",
-                     description="Train BERT with tinygrad and write an MLPerf result log. Export the "
-                                 "platform's tinygrad settings (DEV, BEAM, USE_ATOMICS, ...) before running; "
-                                 "the workflow's train rule does that for you.")
+                     description="Train BERT with tinygrad and write an MLPerf result log. The platform file's "
+                                 "tinygrad settings (DEV, BEAM, DEFAULT_FLOAT, USE_ATOMICS, ...) and those of --set "
+                                 "are exported before tinygrad is imported; they win over the same variables in "
+                                 "the environment (a note says so).")
   p.add_argument("--platform-file", required=True, help="profiles/<name>/platform.yaml")
   p.add_argument("--set", nargs="*", metavar="KEY=VALUE", help="override platform keys (YAML values)")
   p.add_argument("--shards", required=True, nargs="+", help="training shards: *.shard files or directories of them")

@@ -158,6 +158,17 @@ def tinygrad_env(hp: dict[str, Any]) -> dict[str, str]:
   return env
 
 
+def export_tinygrad_env(hp: dict[str, Any], environ: dict[str, str]) -> list[str]:
+  """Set the platform's tinygrad settings (tinygrad_env) in `environ`, which must happen before tinygrad is
+  imported (it reads them at import). The platform file and its overrides win over the environment; returns one
+  note per variable whose different value they replaced."""
+  notes = []
+  for k, v in tinygrad_env(hp).items():
+    if environ.get(k, v) != v: notes.append(f"note: {k}={environ[k]} in the environment; the platform sets {k}={v}")
+    environ[k] = v
+  return notes
+
+
 def rule_params(hp: dict[str, Any]) -> dict[str, Any]:
   """What the train rule records as params (a change reruns training): everything but pure run-time knobs."""
   skip = {"DEBUG"}
