@@ -28,7 +28,7 @@ rule submission:
     """`snakemake submission`: the MLPerf package of the configured platform's seeds, checked and scored."""
     input:
         # the submitter named in the logs: SUBMISSION_ORG of the platform, unless the `train` config overrides it
-        B(f"submission/{RESOLVED['SUBMISSION_ORG']}.{PLATFORM}.score.json"),
+        B(f"submission/{RESOLVED['SUBMISSION_ORG']}.{RUN_NAME}.score.json"),
 
 
 rule submission_package:
@@ -43,7 +43,7 @@ rule submission_package:
         score=B("submission/{org}.{platform}.score.json"),
     params:
         out=lambda w, output: str(Path(output.score).parent),
-        system_json=lambda w: f"profiles/{w.platform}/system.json",  # in the repository
+        system_json=lambda w: f"profiles/{PLATFORM}/system.json",  # in the repository
         ruleset=RULESET,
     log:
         B("logs/submission/{org}.{platform}.log"),
@@ -71,6 +71,7 @@ rule report_run:
         # the trainer's job log, which holds its per-step lines (read if present)
         step_log=lambda w, input: str(Path(input.log).parents[2] / "logs" / "train" / w.platform / f"seed_{w.seed}.log"),
         target=lambda w: train_hparams(w.seed)["TARGET"],
+        note="rehearsal on the CPU, not a result" if REHEARSE else "",
     log:
         B("logs/report_run/{platform}/{seed}.log"),
     conda:

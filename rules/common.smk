@@ -19,6 +19,7 @@ from mlperf_bert.data.extract import topics as manifest_topics
 from mlperf_bert.errors import UserError
 from mlperf_bert.snakejob import record_command
 from mlperf_bert.train.hparams import load_platform, resolve, rule_params, train_gpus, train_resources
+from mlperf_bert.train.rehearsal import RESOURCES as REHEARSAL_RESOURCES, rehearsal_settings
 
 min_version("9.0")
 
@@ -99,12 +100,21 @@ wildcard_constraints:
 # ---- training (rules/checkpoint.smk, train.smk) ----
 PLATFORM = config.get("platform", "cpu")
 PLATFORM_FILE = REPO / "profiles" / PLATFORM / "platform.yaml"
+# rehearse=true: the platform's submission path on this machine's CPU (mlperf_bert/train/rehearsal.py), its outputs
+# under results/<platform>-rehearsal/ (never in place of a real run's)
+REHEARSE = bool(config.get("rehearse", False))
+RUN_NAME = f"{PLATFORM}-rehearsal" if REHEARSE else PLATFORM
 TINYGRAD_VERSION = importlib.metadata.version("tinygrad")
 # the seeds trained, provenanced, reported and packaged: config key `seeds` (the one default: seed 0 alone)
 SEEDS = [int(s) for s in config.get("seeds", [0])]
 try:
     PLATFORM_SETTINGS = load_platform(PLATFORM_FILE)
-    TRAIN_RESOURCES = train_resources(PLATFORM_FILE)
+    REHEARSAL_NOTES = []
+    if REHEARSE:
+        PLATFORM_SETTINGS, REHEARSAL_NOTES = rehearsal_settings(PLATFORM_SETTINGS)
+        for _note in REHEARSAL_NOTES:
+            print(_note, file=sys.stderr)
+    TRAIN_RESOURCES = {**train_resources(PLATFORM_FILE), **(REHEARSAL_RESOURCES if REHEARSE else {})}
     # resolved once here, so that a bad platform file or `train:` override stops the workflow before any job runs
     RESOLVED = resolve(PLATFORM_SETTINGS, config.get("train") or {}, seed=0, eval_examples=config["eval_examples"])
 except UserError as e:
@@ -118,8 +128,9 @@ def train_hparams(seed):
 
 
 def use_initial_checkpoint():
-    """Train from the converted MLPerf checkpoint when the config downloads it; else from a seeded random init."""
-    return "model.ckpt-28252.index" in config["sources"]
+    """Train from the converted MLPerf checkpoint when the config downloads it (never in a rehearsal: its model is
+    the demo's size); else from a seeded random init."""
+    return "model.ckpt-28252.index" in config["sources"] and not REHEARSE
 
 
 def initial_checkpoint(wildcards=None):
@@ -129,7 +140,7 @@ def initial_checkpoint(wildcards=None):
 
 def train_results(wildcards=None):
     """The result logs of the configured platform and seeds (targets of `rule all`)."""
-    return expand(B("results/{platform}/result_bert_{seed}.log"), platform=PLATFORM, seed=SEEDS)
+    return expand(B("results/{platform}/result_bert_{seed}.log"), platform=RUN_NAME, seed=SEEDS)
 
 
 # ---- provenance, submission, report (rules/audit.smk) ----
@@ -145,7 +156,7 @@ def provenance_records(wildcards=None):
 
 def report_targets(wildcards=None):
     """What Snakemake's report shows: training curves per seed, shard statistics, the audit table."""
-    runs = expand(B("report/{platform}/run_{seed}.png"), platform=PLATFORM, seed=SEEDS)
+    runs = expand(B("report/{platform}/run_{seed}.png"), platform=RUN_NAME, seed=SEEDS)
     return runs + [B("report/shards.png"), B("report/audit.html")]
 
 

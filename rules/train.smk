@@ -18,6 +18,7 @@ rule train:
         tinygrad=TINYGRAD_VERSION,
         max_seq_length=PRE["max_seq_length"],
         max_predictions_per_seq=PRE["max_predictions_per_seq"],
+        rehearsal_notes=REHEARSAL_NOTES,
         # derived from the output (under the basedir), so Snakemake does not compare them: a moved tree reruns nothing
         ckpt_dir=lambda w, output: str(Path(output[0]).parents[2] / "train" / w.platform / f"seed_{w.seed}"),
         work_log=lambda w, output: str(Path(output[0]).parents[2] / "logs" / "train" / w.platform
@@ -32,7 +33,7 @@ rule train:
         mem_mb=TRAIN_RESOURCES["mem_mb"],
         runtime=TRAIN_RESOURCES["runtime"],
     wildcard_constraints:
-        platform=re.escape(PLATFORM),
+        platform=re.escape(RUN_NAME),
         seed=r"\d+",
     script:
         "../workflow/scripts/train.py"

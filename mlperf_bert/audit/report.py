@@ -40,9 +40,10 @@ def _mpl():
 
 
 def plot_run(out_png: str | os.PathLike, log_path: str | os.PathLike, step_log: str | os.PathLike | None = None,
-             target: float = BERT_TARGET_ACCURACY) -> dict:
+             target: float = BERT_TARGET_ACCURACY, note: str = "") -> dict:
   """Four panels for one seed; `target` is the run's accuracy target (MLPerf's 0.72 unless the platform sets
-  another, as the cpu demo does); returns the numbers plotted (counts, final accuracy)."""
+  another, as the cpu demo does); `note` heads the title (a rehearsal says so); returns the numbers plotted
+  (counts, final accuracy)."""
   log = read_log(log_path)
   gbs = log.global_batch_size or 1
   lines = [t for _, t in log.other_lines]
@@ -75,7 +76,7 @@ def plot_run(out_png: str | os.PathLike, log_path: str | os.PathLike, step_log: 
   else:
     ax.text(0.5, 0.5, "no eval_accuracy events", ha="center", va="center", transform=ax.transAxes)
   mins = log.run_minutes
-  fig.suptitle(f"{log.platform or ''} seed {log.seed}: status {log.status or 'none'}"
+  fig.suptitle((f"{note}: " if note else "") + f"{log.platform or ''} seed {log.seed}: status {log.status or 'none'}"
                + (f", {mins:.2f} min" if mins is not None else ""))
   fig.tight_layout()
   Path(out_png).parent.mkdir(parents=True, exist_ok=True)

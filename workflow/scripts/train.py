@@ -10,6 +10,8 @@ hp = dict(p.hparams)
 os.environ.update(tinygrad_env(hp))  # before tinygrad is imported (it reads them at import)
 
 with job_log(snakemake.log[0]):
+    for note in p.rehearsal_notes:  # rehearse=true: what the rehearsal changed (mlperf_bert/train/rehearsal.py)
+        print(note, flush=True)
     from mlperf_bert.train.phases import train_job
 
     train_job(hp, shard_paths=list(snakemake.input.shards), eval_path=snakemake.input.eval_set,

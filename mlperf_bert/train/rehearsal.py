@@ -1,0 +1,48 @@
+"""rehearse=true: a platform profile's whole submission path on this machine's CPU, in minutes.
+
+A rehearsal keeps every setting of the profile (INIT_PROCESS, DEFAULT_FLOAT / SUM_DTYPE, LOSS_SCALER,
+FREE_INTERMEDIATE, PARALLEL, NUM_CPU_THREADS, EVAL_METRIC, CACHE_CLEAR, the LAMB settings, the INIT phase's steps)
+and changes only what a CPU cannot do in minutes (`REHEARSAL` below):
+  * DEV=CPU, and the profile's GPUS as that many CPU devices, at most as many as the machine has cores (the
+    capped count is said in the job's log);
+  * the demo's model size (1 layer, hidden 128, 2 heads, intermediate 512) from a seeded random init, never the
+    MLPerf checkpoint (it is BERT-large);
+  * BEAM 0 (no kernel search: BEAM=1 already searches every kernel of the step, minutes on a CPU);
+  * a batch of PER_DEVICE_BATCH rows per device for training and eval, 2 eval batches an eval;
+  * 12 steps with an eval every 4 (three evals), 2 warmup steps and the demo's learning rate 0.01, so the loss
+    visibly falls within 12 steps (the profile's MLPerf rate for BERT-large at this batch is ~5e-5);
+  * the division open (the log is not a closed-division result) and TARGET 1.0 (never reached: every eval runs).
+The config's `train:` overrides still apply on top. Nothing here imports tinygrad.
+"""
+from __future__ import annotations
+import os
+from typing import Any
+
+PER_DEVICE_BATCH = 4
+# the train job's Snakemake resources in a rehearsal (the profile's are a GPU box's: 60 GB on tinybox_green)
+RESOURCES = {"mem_mb": 4000, "runtime": 30}
+EVAL_BATCHES = 2
+REHEARSAL: dict[str, Any] = {
+  "DEV": "CPU", "BEAM": 0, "TRAIN_BEAM": None, "EVAL_BEAM": None,
+  "BERT_LAYERS": 1, "BERT_HIDDEN_SIZE": 128, "BERT_NUM_HEADS": 2, "BERT_INTERMEDIATE_SIZE": 512,
+  "TRAIN_STEPS": 12, "EVAL_STEP_FREQ": 4, "NUM_WARMUP_STEPS": 2, "OPT_BASE_LEARNING_RATE": 0.01,
+  "SUBMISSION_DIVISION": "open", "TARGET": 1.0, "CKPT": False,
+}
+
+
+def rehearsal_settings(platform: dict[str, Any], cpus: int | None = None) -> tuple[dict[str, Any], list[str]]:
+  """The platform's settings as a rehearsal runs them, and the lines that say what was changed and why."""
+  cpus = max(1, cpus if cpus is not None else (os.cpu_count() or 1))
+  want = int(platform.get("GPUS") or 1)
+  gpus = min(want, cpus)
+  out = {**platform, **REHEARSAL, "GPUS": gpus, "BS": PER_DEVICE_BATCH * gpus, "EVAL_BS": PER_DEVICE_BATCH * gpus,
+         "EVAL_SAMPLES": EVAL_BATCHES * PER_DEVICE_BATCH * gpus}
+  name = platform.get("SUBMISSION_PLATFORM", "the platform")
+  notes = [f"rehearsal of {name} on the CPU: DEV {platform.get('DEV')} -> CPU, BEAM {platform.get('BEAM')} -> 0, "
+           f"the demo's model size, {REHEARSAL['TRAIN_STEPS']} steps with an eval every {REHEARSAL['EVAL_STEP_FREQ']}, "
+           f"BS {PER_DEVICE_BATCH} per device, division open; every other setting is the profile's"]
+  if gpus < want:
+    notes.append(f"rehearsal: GPUS {want} -> {gpus} CPU devices (this machine has {cpus} cores)")
+  else:
+    notes.append(f"rehearsal: GPUS {want} as {gpus} CPU devices")
+  return {k: v for k, v in out.items() if v is not None}, notes

@@ -1,0 +1,43 @@
+"""rehearse=true's settings (mlperf_bert/train/rehearsal.py): every key of the profile is kept but those a CPU cannot
+run in minutes, the GPUS become CPU devices (at most one per core), and the workflow plans the rehearsal under
+results/<platform>-rehearsal/ without the MLPerf checkpoint, even on the real-data config."""
+import re
+
+import pytest
+import yaml
+
+from workflow_helpers import REPO, snakemake
+from mlperf_bert.train.hparams import load_platform, resolve
+from mlperf_bert.train.rehearsal import PER_DEVICE_BATCH, REHEARSAL, rehearsal_settings
+
+GPU_PROFILES = ["tinybox_green", "tinybox_red", "tinybox_8xMI300X", "dev_1gpu"]
+CHANGED = set(REHEARSAL) | {"GPUS", "BS", "EVAL_BS", "EVAL_SAMPLES"}
+
+
+@pytest.mark.parametrize("profile", GPU_PROFILES)
+@pytest.mark.parametrize("cpus", [2, 16])
+def test_rehearsal_keeps_the_profile_but_device_size_and_length(profile, cpus):
+  plat = load_platform(REPO / "profiles" / profile / "platform.yaml")
+  got, notes = rehearsal_settings(plat, cpus=cpus)
+  for k, v in plat.items():                        # FREE_INTERMEDIATE, DEFAULT_FLOAT, INIT_PROCESS, PARALLEL, ...
+    if k not in CHANGED: assert got[k] == v, k
+  gpus = min(plat.get("GPUS", 1), cpus)
+  assert got["DEV"] == "CPU" and got["GPUS"] == gpus and got["BEAM"] == 0 and got["SUBMISSION_DIVISION"] == "open"
+  assert got["BS"] == got["EVAL_BS"] == PER_DEVICE_BATCH * gpus
+  hp = resolve(got, seed=0, eval_examples=10000)
+  assert hp["TRAIN_STEPS"] // hp["EVAL_STEP_FREQ"] >= 3   # at least three evals
+  assert hp["FLOAT"] == ("half" if plat.get("DEFAULT_FLOAT") == "HALF" else "float32")
+  said = " ".join(notes)
+  assert (f"GPUS {plat.get('GPUS', 1)} -> {gpus} CPU devices" in said) == (gpus < plat.get("GPUS", 1))
+
+
+def test_workflow_plans_the_rehearsal_beside_real_runs_without_the_checkpoint(tmp_path):
+  r = snakemake(tmp_path, "--profile", str(REPO / "profiles/tinybox_green"), "-n", "--config",
+                f"basedir={tmp_path / 'base'}", "platform=tinybox_green", "rehearse=true",
+                configfile=REPO / "config/mlperf.yaml")
+  out = r.stdout + r.stderr
+  assert "results/tinybox_green-rehearsal/result_bert_0.log" in out
+  assert "results/tinybox_green/result_bert_0.log" not in out
+  assert "convert_checkpoint" not in out                     # the demo's model size: a seeded random init
+  assert re.search(r"rule train:.*?resources: tmpdir=\S+, gpu=0, runtime=30, mem_mb=4000", out, re.S), out[-3000:]
+  assert "rehearsal: GPUS 6 -> " in out or "rehearsal: GPUS 6 as 6 CPU devices" in out
