@@ -10,6 +10,45 @@ _JSON_TYPES = {dict: "object", list: "array", str: "string", bool: "boolean", in
                type(None): "null"}
 
 
+class _Alias(Exception):
+  def __init__(self, anchor: str, line: int):
+    super().__init__(anchor, line)
+    self.anchor, self.line = anchor, line
+
+
+def _no_alias_loader():
+  import yaml
+
+  class Loader(yaml.SafeLoader):
+    def compose_node(self, parent, index):
+      if self.check_event(yaml.AliasEvent):
+        ev = self.peek_event()
+        raise _Alias(ev.anchor, ev.start_mark.line + 1)
+      return super().compose_node(parent, index)
+  return Loader
+
+
+def safe_yaml(text: str, where: str) -> Any:
+  """YAML parsed with aliases refused: nine levels of `*alias` ("billion laughs") expand to gigabytes in whatever
+  walks the value (validation, merging), so a config or platform file writes its values out. yaml.YAMLError
+  for bad syntax, UserError (one line) for an alias."""
+  import yaml
+  try:
+    return yaml.load(text, Loader=_no_alias_loader())
+  except _Alias as e:
+    raise UserError(f"{where}:{e.line}: YAML alias *{e.anchor}: aliases are refused in this file (a few nested "
+                    "ones expand to gigabytes); write the value out instead of referring to an anchor") from None
+
+
+def refuse_yaml_aliases(*paths: str | Path) -> None:
+  """Raise UserError for the first of `paths` (config files) that holds a YAML alias; missing files are skipped."""
+  import yaml
+  for p in paths:
+    if Path(p).is_file():
+      try: safe_yaml(Path(p).read_text(encoding="utf-8", errors="replace"), str(p))
+      except yaml.YAMLError: pass  # Snakemake names a syntax error itself
+
+
 def load_schema(schema_path: str | Path) -> dict[str, Any]:
   import yaml
   return yaml.safe_load(Path(schema_path).read_text())
@@ -30,7 +69,7 @@ def parse_text_values(doc: Any, schema: dict[str, Any]) -> Any:
   types = schema.get("type", [])
   types = [types] if isinstance(types, str) else types
   if isinstance(doc, str) and types and "string" not in types:
-    try: parsed = yaml.safe_load(doc)
+    try: parsed = safe_yaml(doc, "a --config value")
     except yaml.YAMLError: return doc
     return parse_text_values(parsed, schema) if _fits(parsed, types) else doc
   if isinstance(doc, dict):

@@ -531,7 +531,9 @@ def train_from_paths(platform_file, overrides: dict[str, Any], *, shards, eval_p
   the platform's hyperparameters with `overrides`, then train (a RunResult; `phase` as TrainRun.run) or, with
   benchmark=N, time N steps (a dict of figures). The work log defaults to `<out>.partial`."""
   from mlperf_bert.train.hparams import load_platform, resolve, tinygrad_env
+  from mlperf_bert.train.inputs import check_train_inputs
   hp = resolve(load_platform(platform_file), overrides, seed=seed, eval_examples=len(Shard(eval_path)), where="--set")
+  check_train_inputs(shard_files(shards), eval_path, bert_config)
   for k, v in tinygrad_env(hp).items():
     if os.environ.get(k, v) != v:
       print(f"note: {k}={os.environ[k]} in the environment; the platform says {v} (export it before starting)")
