@@ -162,12 +162,12 @@ def _cmd_convert(a) -> int:
 
 
 def _parse_set(items: list[str] | None) -> dict[str, Any]:
-  import yaml
+  from mlperf_bert.config import safe_yaml
   out = {}
   for it in items or []:
     if "=" not in it: raise UserError(f"--set {it!r}: expected KEY=VALUE")
     k, v = it.split("=", 1)
-    out[k.strip()] = yaml.safe_load(v)
+    out[k.strip()] = safe_yaml(v, f"--set {k.strip()}")
   return out
 
 

@@ -49,6 +49,35 @@ def refuse_yaml_aliases(*paths: str | Path) -> None:
       except yaml.YAMLError: pass  # Snakemake names a syntax error itself
 
 
+# top-level folders of the system: never a basedir themselves; those of the first group never hold one either
+_SYSTEM = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/sbin", "/sys", "/usr")
+_TOP = ("/home", "/mnt", "/media", "/opt", "/root", "/run", "/srv", "/tmp", "/var", "/var/tmp", "/scratch")
+
+
+def check_basedir(basedir: str, *, repo: Path, workdir: Path) -> Path:
+  """The basedir as a resolved path, or UserError (one line) when it is a dangerous place for a run's outputs: the
+  filesystem root, a system folder or one inside it, a top-level folder (/home, /tmp, ...), the home folder, the
+  checkout or a folder above it, or a folder above the working directory."""
+  full = (workdir / basedir).resolve()
+  repo, workdir = repo.resolve(), workdir.resolve()
+  why = None
+  if full == Path(full.anchor):
+    why = "the filesystem root"
+  elif any(full == Path(d) or full.is_relative_to(d) for d in _SYSTEM):
+    why = "a system folder"
+  elif str(full) in _TOP or full == Path.home().resolve():
+    why = "a folder shared by everything on the machine"
+  elif repo.is_relative_to(full):
+    why = f"{'the checkout' if full == repo else 'above the checkout'} ({repo}): outputs would mix with the source"
+  elif workdir != full and workdir.is_relative_to(full):
+    why = f"above the working directory ({workdir})"
+  if why:
+    raise UserError(f"basedir {basedir!r} is {full}, {why}; every artifact and `--delete-all-output` go there: set "
+                    "basedir (config.yaml, --configfile or --config basedir=...) to a folder of its own, e.g. "
+                    "results/<name>")
+  return full
+
+
 def load_schema(schema_path: str | Path) -> dict[str, Any]:
   import yaml
   return yaml.safe_load(Path(schema_path).read_text())

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from snakemake.utils import min_version
 
-from mlperf_bert.config import load_schema, parse_text_values, validate_config
+from mlperf_bert.config import check_basedir, load_schema, parse_text_values, validate_config
 from mlperf_bert.constants import RULESET
 from mlperf_bert.data import r2 as _r2
 from mlperf_bert.data.extract import topics as manifest_topics
@@ -28,6 +28,7 @@ CONFIG_SCHEMA = REPO / "schemas" / "config.schema.yaml"
 try:
     config.update(parse_text_values(config, load_schema(CONFIG_SCHEMA)))  # --config values arrive as text
     validate_config(config, CONFIG_SCHEMA)
+    check_basedir(config["basedir"], repo=REPO, workdir=Path.cwd())
 except UserError as e:
     raise WorkflowError(str(e))
 
