@@ -17,7 +17,7 @@ from mlperf_bert.constants import RULESET
 from mlperf_bert.data import r2 as _r2
 from mlperf_bert.data.extract import topics as manifest_topics
 from mlperf_bert.errors import UserError
-from mlperf_bert.snakejob import record_command
+from mlperf_bert.snakejob import lock_basedir, record_command
 from mlperf_bert.train.hparams import load_platform, resolve, rule_params, train_gpus, train_resources
 
 min_version("9.0")
@@ -41,7 +41,16 @@ TEXT_FROM_R2 = "results4" in config["sources"]
 
 # The command line of this Snakemake run, for the provenance records and the submission README: written once into
 # the basedir before the first job (never in a dry run); the jobs read it back (mlperf_bert.snakejob).
+# The basedir is locked first (logs/workflow.lock, held until this Snakemake process ends): another checkout's run
+# on the same basedir is refused, naming the lock's holder.
+BASEDIR_LOCK = []
+
+
 onstart:
+    try:
+        BASEDIR_LOCK.append(lock_basedir(BASEDIR, checkout=REPO, argv=sys.argv))
+    except UserError as e:
+        raise WorkflowError(str(e))
     record_command(BASEDIR, sys.argv)
 
 
