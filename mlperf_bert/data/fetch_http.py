@@ -23,6 +23,8 @@ TOKEN_DOMAIN = "mlcommons-storage.org"
 CHUNK = 1 << 20
 NET_CHUNK = 1 << 16  # a dropped connection loses at most this much of what arrived
 REDIRECTS = (301, 302, 303, 307, 308)
+SLOW_FILE = "rerun to resume it, or raise download.deadline_s in the config for a slow link"
+SLOW_LIST = "a dataset's list is a few kB, so the server is not answering properly: check the source URL and rerun"
 MAX_REDIRECTS = 10
 
 
@@ -73,10 +75,10 @@ def _session():
 
 
 def _open(s, url: str, *, headers: dict, follow: bool, policy: FetchPolicy, deadline: float, limit_s: float,
-          what: str):
+          hint: str, what: str):
   """GET `url` streaming; redirects followed hop by hop when `follow`, each hop given only its own credentials."""
   for _ in range(MAX_REDIRECTS + 1):
-    _check_deadline(deadline, what, url, limit_s)
+    _check_deadline(deadline, what, url, limit_s, hint)
     r = s.get(url, headers={**headers, **token_headers(url, policy)}, stream=True, allow_redirects=False,
               timeout=(policy.stall_s, policy.stall_s))
     if not follow or r.status_code not in REDIRECTS or not r.headers.get("Location"):
@@ -86,17 +88,16 @@ def _open(s, url: str, *, headers: dict, follow: bool, policy: FetchPolicy, dead
   raise UserError(f"{what}: more than {MAX_REDIRECTS} redirects from {url}; check the source URL in the config")
 
 
-def _check_deadline(deadline: float, what: str, url: str, limit_s: float, kept: str = "") -> None:
+def _check_deadline(deadline: float, what: str, url: str, limit_s: float, hint: str, kept: str = "") -> None:
   if time.monotonic() > deadline:
-    raise UserError(f"{what}: {url} did not finish within {limit_s:g} s{kept}; rerun to try again, or raise "
-                    "download.deadline_s in the config for a slow link")
+    raise UserError(f"{what}: {url} did not finish within {limit_s:g} s{kept}; {hint}")
 
 
-def _blocks(r, *, limit: int, deadline: float, limit_s: float, what: str, url: str, kept: str = ""):
+def _blocks(r, *, limit: int, deadline: float, limit_s: float, hint: str, what: str, url: str, kept: str = ""):
   """The body as it arrives (read1: whatever came, so a trickle still meets the deadline), at most `limit` bytes."""
   got = 0
   while True:
-    _check_deadline(deadline, what, url, limit_s, kept)
+    _check_deadline(deadline, what, url, limit_s, hint, kept)
     b = r.raw.read1(NET_CHUNK, decode_content=True)
     if not b:
       return
@@ -150,7 +151,7 @@ def get_text(url: str, what: str, *, attempts: int = 5, backoff: float = 2.0, po
   def once():
     try:
       with _session() as s, _open(s, url, headers={}, follow=False, policy=policy, deadline=deadline,
-                                  limit_s=policy.listing_deadline_s, what=what) as r:
+                                  limit_s=policy.listing_deadline_s, hint=SLOW_LIST, what=what) as r:
         if _retryable_status(r.status_code):
           raise NetworkError(f"HTTP {r.status_code}")
         if r.status_code != 200:
@@ -158,8 +159,8 @@ def get_text(url: str, what: str, *, attempts: int = 5, backoff: float = 2.0, po
         announced = r.headers.get("Content-Length", "")
         if announced.isdigit() and int(announced) > limit:
           raise _TooLarge(int(announced))
-        body = b"".join(_blocks(r, limit=limit, deadline=deadline, limit_s=policy.listing_deadline_s, what=what,
-                                 url=url))
+        body = b"".join(_blocks(r, limit=limit, deadline=deadline, limit_s=policy.listing_deadline_s, hint=SLOW_LIST,
+                                 what=what, url=url))
     except _TooLarge:
       raise UserError(f"{what}: {url} sends more than {limit:,} bytes, far more than a dataset's list; it is not "
                       "one: check the source URL in the config") from None
@@ -171,10 +172,11 @@ def get_text(url: str, what: str, *, attempts: int = 5, backoff: float = 2.0, po
     return body.decode("utf-8", errors="replace")
 
   return with_retries(once, url, what, attempts=attempts, backoff=backoff, log=log, deadline=deadline,
-                      limit_s=policy.listing_deadline_s)
+                      limit_s=policy.listing_deadline_s, hint=SLOW_LIST)
 
 
-def with_retries(fn, url, what, *, attempts, backoff, log, deadline: float | None = None, limit_s: float = 0):
+def with_retries(fn, url, what, *, attempts, backoff, log, deadline: float | None = None, limit_s: float = 0,
+                 hint: str = SLOW_FILE):
   """fn() until it returns, retrying NetworkError with exponential backoff; never waits past `deadline`."""
   for attempt in range(1, attempts + 1):
     try:
@@ -185,8 +187,7 @@ def with_retries(fn, url, what, *, attempts, backoff, log, deadline: float | Non
                         "command (a partial download resumes)") from None
       wait = min(backoff * 2 ** (attempt - 1), 60.0)
       if deadline is not None and time.monotonic() + wait > deadline:
-        raise UserError(f"{what}: {url} did not finish within {limit_s:g} s (last: {e}); rerun to try again, or "
-                        "raise download.deadline_s in the config for a slow link") from None
+        raise UserError(f"{what}: {url} did not finish within {limit_s:g} s (last: {e}); {hint}") from None
       log(f"{what}: network error ({e}); retry {attempt}/{attempts - 1} in {wait:.0f} s")
       time.sleep(wait)
 
@@ -224,14 +225,14 @@ def download_file(url: str, dest: str | Path, *, md5: str | None, what: str | No
   drop_stale_parts(dest, part)
   first_offset = part.stat().st_size if part.exists() else 0
   deadline = time.monotonic() + policy.deadline_s
-  kept = " (what arrived is kept: the next run resumes it)"
+  kept = " (what arrived is kept)"
 
   def once():
     offset = part.stat().st_size if part.exists() else 0
     headers = {"Range": f"bytes={offset}-"} if offset else {}
     try:
       with _session() as s, _open(s, url, headers=headers, follow=allow_redirects, policy=policy, deadline=deadline,
-                                  limit_s=policy.deadline_s, what=what) as r:
+                                  limit_s=policy.deadline_s, hint=SLOW_FILE, what=what) as r:
         if r.status_code == 416 and offset:  # nothing left to send: the part may already be whole
           total = _total_from_content_range(r.headers.get("Content-Range"))
           if total == offset:
@@ -257,7 +258,8 @@ def download_file(url: str, dest: str | Path, *, md5: str | None, what: str | No
           raise UserError(f"{what}: {url} announces {total:,} bytes, more than the {policy.max_file_bytes:,} allowed "
                           "(download.max_file_bytes); check the source in the config, or raise that bound")
         limit = (total if total is not None else policy.max_file_bytes) - offset
-        it = _blocks(r, limit=limit, deadline=deadline, limit_s=policy.deadline_s, what=what, url=url, kept=kept)
+        it = _blocks(r, limit=limit, deadline=deadline, limit_s=policy.deadline_s, hint=SLOW_FILE, what=what, url=url,
+                     kept=kept)
         head = next(it, b"")
         if offset == 0 and _looks_html(head, r.headers.get("Content-Type")) and not dest.name.endswith((".html", ".htm")):
           raise UserError(f"{what}: {url} sent an HTML page where data was expected (first bytes "
