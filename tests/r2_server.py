@@ -6,7 +6,8 @@
 Faults per file path: "drop" (promise the whole file, send `drop_at` bytes, hang up; once), "403", "302",
 "html" (an HTML page with status 200), "404" (listed but absent). Hostile answers, per file path or per
 metadata name (`<name>.md5`, `<name>.uri`): "endless" (no Content-Length, bytes until the client hangs up),
-"trickle" (no Content-Length, one byte every `trickle_s`), "oversize" (Content-Length of a terabyte, then
+"trickle" (no Content-Length, one byte every `trickle_s`), "slowheaders" (the status line, then a header
+trickling a byte every `trickle_s`), "oversize" (Content-Length of a terabyte, then
 endless), "redirect" (302 to `redirect_to[key]`). `base[name]` replaces the base URL a .uri names.
 Every request is recorded with its headers.
 """
@@ -47,6 +48,16 @@ class R2Server:
       def _hostile(self, fault) -> bool:
         if fault == "redirect":
           self._send(302, b"", "text/plain", [("Location", server.redirect_to[self._key])])
+          return True
+        if fault == "slowheaders":
+          self.wfile.write(b"HTTP/1.1 200 OK\r\nX-Slow: ")
+          try:
+            while not server.stopping.is_set():
+              self.wfile.write(b"a"); self.wfile.flush()
+              time.sleep(server.trickle_s)
+          except OSError:
+            pass
+          self.close_connection = True
           return True
         if fault not in ("endless", "trickle", "oversize"):
           return False

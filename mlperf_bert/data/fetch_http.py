@@ -9,7 +9,7 @@ to https URLs of MLCommons' storage and never to a host a redirect or a `.uri` n
 headers across origins).
 """
 from __future__ import annotations
-import hashlib, os, re, time
+import contextlib, hashlib, os, re, signal, threading, time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -177,19 +177,50 @@ def get_text(url: str, what: str, *, attempts: int = 5, backoff: float = 2.0, po
 
 def with_retries(fn, url, what, *, attempts, backoff, log, deadline: float | None = None, limit_s: float = 0,
                  hint: str = SLOW_FILE):
-  """fn() until it returns, retrying NetworkError with exponential backoff; never waits past `deadline`."""
-  for attempt in range(1, attempts + 1):
-    try:
-      return fn()
-    except NetworkError as e:
-      if attempt == attempts:
-        raise UserError(f"{what}: {url} failed {attempts} times, last: {e}; check the network and rerun the same "
-                        "command (a partial download resumes)") from None
-      wait = min(backoff * 2 ** (attempt - 1), 60.0)
-      if deadline is not None and time.monotonic() + wait > deadline:
-        raise UserError(f"{what}: {url} did not finish within {limit_s:g} s (last: {e}); {hint}") from None
-      log(f"{what}: network error ({e}); retry {attempt}/{attempts - 1} in {wait:.0f} s")
-      time.sleep(wait)
+  """fn() until it returns, retrying NetworkError with exponential backoff; never past `deadline` (the reads check
+  it between blocks; an alarm a second later is the backstop for a server that trickles its headers)."""
+  def late(last: str = "") -> UserError:
+    return UserError(f"{what}: {url} did not finish within {limit_s:g} s{last}; {hint}")
+
+  try:
+    with _alarm(None if deadline is None else deadline - time.monotonic() + 1.0):
+      for attempt in range(1, attempts + 1):
+        try:
+          return fn()
+        except NetworkError as e:
+          if attempt == attempts:
+            raise UserError(f"{what}: {url} failed {attempts} times, last: {e}; check the network and rerun the "
+                            "same command (a partial download resumes)") from None
+          wait = min(backoff * 2 ** (attempt - 1), 60.0)
+          if deadline is not None and time.monotonic() + wait > deadline:
+            raise late(f" (last: {e})") from None
+          log(f"{what}: network error ({e}); retry {attempt}/{attempts - 1} in {wait:.0f} s")
+          time.sleep(wait)
+  except _Deadline:
+    raise late() from None
+
+
+class _Deadline(BaseException):  # not an Exception: no library's `except Exception` swallows it
+  pass
+
+
+@contextlib.contextmanager
+def _alarm(seconds: float | None):
+  """Raise _Deadline in this thread after `seconds` (SIGALRM): only in the main thread and when no other timer is
+  set; otherwise nothing (the reads' own deadline checks remain)."""
+  if (seconds is None or threading.current_thread() is not threading.main_thread()
+      or signal.getitimer(signal.ITIMER_REAL)[0] > 0):
+    yield
+    return
+  def fire(signum, frame):
+    raise _Deadline()
+  old = signal.signal(signal.SIGALRM, fire)
+  signal.setitimer(signal.ITIMER_REAL, max(seconds, 0.01))
+  try:
+    yield
+  finally:
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    signal.signal(signal.SIGALRM, old)
 
 
 def part_path(dest: Path, md5: str | None, url: str) -> Path:

@@ -81,6 +81,15 @@ def test_a_trickling_listing_ends_at_its_deadline(server, tmp_path):
   assert took < 10 and _left(out.parent) == []
 
 
+def test_a_server_trickling_its_headers_ends_at_the_deadline(server, tmp_path):
+  server.faults["bert-input-files.uri"] = "slowheaders"
+  out = tmp_path / "dl" / "bert_config.json"
+  errors, took, r = _download(server, out, listing_deadline_s=2, stall_s=1)
+  assert r.returncode == 2 and len(errors) == 1, r.stderr[-2000:]
+  assert "(.uri)" in errors[0] and "did not finish within 2 s" in errors[0]
+  assert took < 10 and _left(out.parent) == []
+
+
 def test_a_killed_listing_leaves_nothing_for_the_next_run(server, tmp_path):
   server.faults["bert-input-files.md5"] = "trickle"
   out = tmp_path / "dl" / "bert_config.json"
