@@ -1,5 +1,6 @@
 """Checks of what `train` is given, before anything is written: the eval set is not among the training shards, and
-the model's vocabulary holds every token id of the shards. Each reads only the shards' headers."""
+the model's vocabulary holds every token id of the shards. Each reads only the shards' headers (and the token ids of a
+shard that records no vocabulary size)."""
 from __future__ import annotations
 import json, os
 from pathlib import Path
@@ -30,5 +31,16 @@ def check_train_inputs(shard_paths: Sequence[Path], eval_path: str | os.PathLike
                         "(<basedir>/shards) and the eval set to --eval (<basedir>/eval/eval.shard)")
       if sh.vocab_size > vocab:
         raise UserError(f"{bert_config}: vocab_size {vocab} is below the {sh.vocab_size}-token vocabulary {p} was "
-                        "built with (its header): the ids above it would lose their masked-LM labels; pass the "
-                        "bert_config.json of that vocabulary, or rebuild the shards with the model's vocab.txt")
+                        f"built with (its header): {_LOST}")
+      top = 0 if sh.vocab_size else _max_token_id(sh)  # a shard that records no vocabulary: its ids themselves
+      if top >= vocab:
+        raise UserError(f"{bert_config}: vocab_size {vocab}, but {p} holds token id {top}: {_LOST}")
+
+
+_LOST = ("the ids above it would lose their masked-LM labels; pass the bert_config.json of the shards' vocabulary, "
+         "or rebuild the shards with the model's vocab.txt")
+
+
+def _max_token_id(sh: Shard) -> int:
+  sh.verify()
+  return max([int(a.max()) for a in (sh._stream, sh._inputs) if len(a)] or [0])

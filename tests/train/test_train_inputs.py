@@ -1,6 +1,6 @@
 """`train` refuses inputs that belong to something else before it writes a byte: the eval set given as a training
 shard, a bert_config.json whose vocabulary is smaller than the shards', a seed outside the schema's bounds."""
-import json, shutil
+import json, re, shutil
 from pathlib import Path
 
 import numpy as np
@@ -71,6 +71,13 @@ def test_a_bert_config_with_a_smaller_vocabulary_is_refused(tree, tmp_path):
     _train(tree, out, bert_config=small)
   msg = str(e.value)
   assert f"vocab_size {VOCAB // 2} is below the {VOCAB}-token vocabulary" in msg and "\n" not in msg
+  assert _nothing_written(out)
+  bare = tmp_path / "bare" / "part-00000-of-00001.shard"  # no vocabulary size in its header: its ids are read
+  bare.parent.mkdir()
+  write_shard(bare, synth_instances(16, np.random.default_rng(2)), max_seq_length=SEQ, max_predictions_per_seq=PRED)
+  with pytest.raises(UserError, match=rf"vocab_size {VOCAB // 2}, but .*part-00000-of-00001.shard holds token id") as e:
+    _train(tree, out, bert_config=small, shards=[bare])
+  assert int(re.search(r"holds token id (\d+)", str(e.value)).group(1)) >= VOCAB // 2
   assert _nothing_written(out)
 
 
