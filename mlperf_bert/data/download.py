@@ -10,8 +10,9 @@ A source is written as
 The target only appears once the whole file has arrived, its MD5 matched and its content passed the checks of
 its kind (bert_config.json parses and has BERT's keys, the md5 manifest parses, a .tar.gz lists to its end):
 an interrupted, corrupt or mistaken download leaves nothing at the target path. An HTTP download keeps a hidden
-`.part` beside the target across a failed attempt, and the next run resumes it. Network errors are retried with
-backoff inside the job; nothing deterministic (an MD5 mismatch, a missing path, an HTTP 403) is retried.
+`.part` beside the target across a failed attempt, and the next run resumes it. Every HTTP fetch is bounded (a
+deadline, a stall timeout, a size bound: data/fetch_http.py; a gdown fetch by the deadline only). Network errors
+are retried with backoff inside the job; nothing deterministic (an MD5 mismatch, a missing path, an HTTP 403) is retried.
 Beside the target, `<target>.sha256` records the sha256 of what was accepted (the provenance record reads it).
 """
 from __future__ import annotations
@@ -151,12 +152,13 @@ def _fetch(source, dest: Path, *, md5, root, path, listing, uri, gdrive_url, att
     log(f"copying {where} -> {dest}")
     copy_to_part(where, part)
   else:
-    _gdown(where, dest, part, attempts=attempts, backoff=backoff, log=log, quiet=quiet)
+    _gdown(where, dest, part, attempts=attempts, backoff=backoff, policy=policy, log=log, quiet=quiet)
   return finish_part(part, dest, md5=md5, source=source, what=dest.name, validate=validate, log=log)
 
 
-def _gdown(url: str, dest: Path, part: Path, *, attempts, backoff, log, quiet) -> None:
-  import gdown, requests
+def _gdown(url: str, dest: Path, part: Path, *, attempts, backoff, policy: FetchPolicy, log, quiet) -> None:
+  """gdown into `part`; bounded by policy.deadline_s (gdown does its own reads: no stall or size bound here)."""
+  import gdown, requests, time
   log(f"downloading {url} -> {dest}")
 
   def once():
@@ -175,4 +177,5 @@ def _gdown(url: str, dest: Path, part: Path, *, attempts, backoff, log, quiet) -
                         f"sources/{dest.name}/url, then rerun")
       os.replace(out, part)
 
-  with_retries(once, url, dest.name, attempts=attempts, backoff=backoff, log=log)
+  with_retries(once, url, dest.name, attempts=attempts, backoff=backoff, log=log,
+               deadline=time.monotonic() + policy.deadline_s, limit_s=policy.deadline_s)

@@ -42,6 +42,7 @@ from mlperf_bert.train.model import BertConfig, BertForPretraining
 from mlperf_bert.train.optim import OptimConfig, Trainer
 from mlperf_bert.train.hparams import rule_params
 from mlperf_bert.data.shards import Shard
+from mlperf_bert.train.inputs import check_train_inputs
 
 CKPT_RE = re.compile(r"^ckpt_(\d{8})\.safetensors$")
 PHASES = ("all", "init", "run")
@@ -249,6 +250,7 @@ class TrainRun:
     # validate every input before any work: shards, eval set, model config
     self.shards = open_shards(shard_paths, max_seq_length, max_predictions_per_seq)
     self.eval_shard = open_shards([eval_path], max_seq_length, max_predictions_per_seq, what="eval set")[0]
+    check_train_inputs([Path(p) for p in shard_paths], eval_path, bert_config)  # not the eval set; vocab fits
     if len(self.eval_shard) < self.hp["EVAL_SAMPLES"]:
       raise UserError(f"{eval_path}: the eval set has {len(self.eval_shard)} rows, fewer than EVAL_SAMPLES="
                       f"{self.hp['EVAL_SAMPLES']}; rebuild the eval set or lower EVAL_SAMPLES")
@@ -531,9 +533,7 @@ def train_from_paths(platform_file, overrides: dict[str, Any], *, shards, eval_p
   the platform's hyperparameters with `overrides`, then train (a RunResult; `phase` as TrainRun.run) or, with
   benchmark=N, time N steps (a dict of figures). The work log defaults to `<out>.partial`."""
   from mlperf_bert.train.hparams import load_platform, resolve, tinygrad_env
-  from mlperf_bert.train.inputs import check_train_inputs
   hp = resolve(load_platform(platform_file), overrides, seed=seed, eval_examples=len(Shard(eval_path)), where="--set")
-  check_train_inputs(shard_files(shards), eval_path, bert_config)
   for k, v in tinygrad_env(hp).items():
     if os.environ.get(k, v) != v:
       print(f"note: {k}={os.environ[k]} in the environment; the platform says {v} (export it before starting)")
