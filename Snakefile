@@ -1,6 +1,15 @@
 # mlperf-bert: tinygrad's MLPerf Training BERT submission as a Snakemake workflow.
 # The DAG only; the logic lives in the mlperf_bert package. See README.md.
 
+# YAML aliases are refused before Snakemake merges a config file (nested ones expand to gigabytes)
+from mlperf_bert.config import refuse_yaml_aliases
+
+try:
+    refuse_yaml_aliases(f"{workflow.basedir}/config.yaml", *workflow.overwrite_configfiles)
+except Exception as e:
+    raise WorkflowError(str(e))
+
+
 configfile: f"{workflow.basedir}/config.yaml"
 
 

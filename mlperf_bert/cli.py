@@ -22,7 +22,10 @@ def _log(msg: str) -> None:
 
 def _cmd_download(a) -> int:
   from mlperf_bert.data.download import fetch
-  fetch(a.source, a.output, md5=a.md5, path=a.path)
+  from mlperf_bert.data.fetch_http import FetchPolicy
+  policy = FetchPolicy(deadline_s=a.deadline, stall_s=a.stall, max_file_bytes=a.max_bytes,
+                       listing_deadline_s=min(a.deadline, FetchPolicy.listing_deadline_s))
+  fetch(a.source, a.output, md5=a.md5, path=a.path, attempts=a.attempts, policy=policy)
   return 0
 
 
@@ -70,6 +73,17 @@ def _cmd_features(a) -> int:
   return 0
 
 
+def _positive(kind):
+  """An argparse type: a number of `kind` above 0."""
+  def parse(text: str):
+    try: v = kind(text)
+    except ValueError: raise argparse.ArgumentTypeError(f"expected a {kind.__name__}, got {text!r}") from None
+    if not v > 0: raise argparse.ArgumentTypeError(f"expected a number above 0, got {text!r}")
+    return v
+  parse.__name__ = kind.__name__
+  return parse
+
+
 def _add_data(sub) -> None:
   p = sub.add_parser("download", help="fetch one artifact (mlcommons-r2:, gdrive:<id>, URL or path) and check its md5")
   p.add_argument("--source", required=True,
@@ -77,6 +91,14 @@ def _add_data(sub) -> None:
   p.add_argument("--output", required=True)
   p.add_argument("--md5", default=None, help="published md5 to check (optional)")
   p.add_argument("--path", default=None, help="for an R2 dataset: the file's path in its md5 list (default: the output's name)")
+  from mlperf_bert.data.fetch_http import FetchPolicy
+  p.add_argument("--deadline", type=_positive(float), default=FetchPolicy.deadline_s,
+                 help="seconds the whole download may take, retries included (default: %(default)g)")
+  p.add_argument("--stall", type=_positive(float), default=FetchPolicy.stall_s,
+                 help="seconds without a byte before a retry (default: %(default)g)")
+  p.add_argument("--max-bytes", type=_positive(int), default=FetchPolicy.max_file_bytes,
+                 help="most bytes of a file whose size the server does not announce (default: %(default)d)")
+  p.add_argument("--attempts", type=_positive(int), default=5, help="tries on network errors (default: 5)")
   p.set_defaults(func=_cmd_download)
 
   p = sub.add_parser("extract", help="safely extract results_text.tar.gz into a results4/ folder")
@@ -140,12 +162,12 @@ def _cmd_convert(a) -> int:
 
 
 def _parse_set(items: list[str] | None) -> dict[str, Any]:
-  import yaml
+  from mlperf_bert.config import safe_yaml
   out = {}
   for it in items or []:
     if "=" not in it: raise UserError(f"--set {it!r}: expected KEY=VALUE")
     k, v = it.split("=", 1)
-    out[k.strip()] = yaml.safe_load(v)
+    out[k.strip()] = safe_yaml(v, f"--set {k.strip()}")
   return out
 
 

@@ -10,6 +10,74 @@ _JSON_TYPES = {dict: "object", list: "array", str: "string", bool: "boolean", in
                type(None): "null"}
 
 
+class _Alias(Exception):
+  def __init__(self, anchor: str, line: int):
+    super().__init__(anchor, line)
+    self.anchor, self.line = anchor, line
+
+
+def _no_alias_loader():
+  import yaml
+
+  class Loader(yaml.SafeLoader):
+    def compose_node(self, parent, index):
+      if self.check_event(yaml.AliasEvent):
+        ev = self.peek_event()
+        raise _Alias(ev.anchor, ev.start_mark.line + 1)
+      return super().compose_node(parent, index)
+  return Loader
+
+
+def safe_yaml(text: str, where: str) -> Any:
+  """YAML parsed with aliases refused: nine levels of `*alias` ("billion laughs") expand to gigabytes in whatever
+  walks the value (validation, merging), so a config or platform file writes its values out. yaml.YAMLError
+  for bad syntax, UserError (one line) for an alias."""
+  import yaml
+  try:
+    return yaml.load(text, Loader=_no_alias_loader())
+  except _Alias as e:
+    raise UserError(f"{where}:{e.line}: YAML alias *{e.anchor}: aliases are refused in this file (a few nested "
+                    "ones expand to gigabytes); write the value out instead of referring to an anchor") from None
+
+
+def refuse_yaml_aliases(*paths: str | Path) -> None:
+  """Raise UserError for the first of `paths` (config files) that holds a YAML alias; missing files are skipped."""
+  import yaml
+  for p in paths:
+    if Path(p).is_file():
+      try: safe_yaml(Path(p).read_text(encoding="utf-8", errors="replace"), str(p))
+      except yaml.YAMLError: pass  # Snakemake names a syntax error itself
+
+
+# top-level folders of the system: never a basedir themselves; those of the first group never hold one either
+_SYSTEM = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/sbin", "/sys", "/usr")
+_TOP = ("/home", "/mnt", "/media", "/opt", "/root", "/run", "/srv", "/tmp", "/var", "/var/tmp", "/scratch")
+
+
+def check_basedir(basedir: str, *, repo: Path, workdir: Path) -> Path:
+  """The basedir as a resolved path, or UserError (one line) when it is a dangerous place for a run's outputs: the
+  filesystem root, a system folder or one inside it, a top-level folder (/home, /tmp, ...), the home folder, the
+  checkout or a folder above it, or a folder above the working directory."""
+  full = (workdir / basedir).resolve()
+  repo, workdir = repo.resolve(), workdir.resolve()
+  why = None
+  if full == Path(full.anchor):
+    why = "the filesystem root"
+  elif any(full == Path(d) or full.is_relative_to(d) for d in _SYSTEM):
+    why = "a system folder"
+  elif str(full) in _TOP or full == Path.home().resolve():
+    why = "a folder shared by everything on the machine"
+  elif repo.is_relative_to(full):
+    why = f"{'the checkout' if full == repo else 'above the checkout'} ({repo}): outputs would mix with the source"
+  elif workdir != full and workdir.is_relative_to(full):
+    why = f"above the working directory ({workdir})"
+  if why:
+    raise UserError(f"basedir {basedir!r} is {full}, {why}; every artifact and `--delete-all-output` go there: set "
+                    "basedir (config.yaml, --configfile or --config basedir=...) to a folder of its own, e.g. "
+                    "results/<name>")
+  return full
+
+
 def load_schema(schema_path: str | Path) -> dict[str, Any]:
   import yaml
   return yaml.safe_load(Path(schema_path).read_text())
@@ -30,7 +98,7 @@ def parse_text_values(doc: Any, schema: dict[str, Any]) -> Any:
   types = schema.get("type", [])
   types = [types] if isinstance(types, str) else types
   if isinstance(doc, str) and types and "string" not in types:
-    try: parsed = yaml.safe_load(doc)
+    try: parsed = safe_yaml(doc, "a --config value")
     except yaml.YAMLError: return doc
     return parse_text_values(parsed, schema) if _fits(parsed, types) else doc
   if isinstance(doc, dict):

@@ -101,6 +101,19 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     raise err from None
 
 
+@contextlib.contextmanager
+def scratch_dir(folder: str | os.PathLike, prefix: str) -> Iterator[Path]:
+  """A private folder `<prefix><random>.<pid>@<host>.tmp` in `folder`, removed when the block ends; the ones a
+  killed process left (same prefix, writer dead) are removed first."""
+  Path(folder).mkdir(parents=True, exist_ok=True)
+  remove_stale_temps(folder, prefix, ".tmp")
+  d = Path(tempfile.mkdtemp(prefix=prefix, suffix=f".{_owner()}.tmp", dir=folder))
+  try:
+    yield d
+  finally:
+    shutil.rmtree(d, ignore_errors=True)
+
+
 def file_digest(path: str | os.PathLike, algo: str = "md5", chunk: int = 1 << 20) -> str:
   """Hex digest of a file's bytes, read in chunks."""
   h = hashlib.new(algo)

@@ -9,9 +9,9 @@ job's outputs and reports the log; any other exception keeps its traceback in th
 raises (`warnings.warn`) is written to the log and to the console as one `warning: ...` line.
 """
 from __future__ import annotations
-import contextlib, json, os, sys, traceback, warnings
+import contextlib, fcntl, json, os, socket, sys, time, traceback, warnings
 from pathlib import Path
-from typing import Iterator
+from typing import IO, Iterator
 
 from mlperf_bert.errors import UserError
 from mlperf_bert.fileio import atomic_path
@@ -71,3 +71,30 @@ def recorded_command(basedir: str | os.PathLike) -> list[str] | None:
   try: cmd = json.loads(path.read_text())
   except (OSError, ValueError): return None
   return cmd if isinstance(cmd, list) and all(isinstance(c, str) for c in cmd) else None
+
+
+# The basedir's lock: Snakemake locks its working directory, but two checkouts (two working directories) on one
+# basedir would delete each other's outputs. The workflow's `onstart` hook takes this lock (an flock, so a killed
+# run leaves no stale lock) and holds it until the Snakemake process ends; dry runs take none.
+LOCK_RECORD = Path("logs", "workflow.lock")
+
+
+def lock_basedir(basedir: str | os.PathLike, *, checkout: str | os.PathLike, argv: list[str]) -> IO:
+  """Take <basedir>/logs/workflow.lock for this process and write who holds it; keep the returned file open for as
+  long as the run lasts. UserError (one line naming the lock and its holder) when another process holds it."""
+  path = Path(basedir) / LOCK_RECORD
+  path.parent.mkdir(parents=True, exist_ok=True)
+  f = open(path, "a+")
+  try:
+    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+  except OSError:
+    f.seek(0)
+    holder = f.read().strip() or "another process"
+    f.close()
+    raise UserError(f"{path} is held by {holder}: another workflow run is using this basedir; wait for it to end "
+                    "or give this run another basedir") from None
+  f.seek(0); f.truncate()
+  f.write(f"pid {os.getpid()} on {socket.gethostname()} (checkout {checkout}, since "
+          f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}: {' '.join(['snakemake', *argv[1:]])[:200]})\n")
+  f.flush()
+  return f

@@ -12,12 +12,12 @@ from pathlib import Path
 
 from snakemake.utils import min_version
 
-from mlperf_bert.config import load_schema, parse_text_values, validate_config
+from mlperf_bert.config import check_basedir, load_schema, parse_text_values, validate_config
 from mlperf_bert.constants import RULESET
 from mlperf_bert.data import r2 as _r2
 from mlperf_bert.data.extract import topics as manifest_topics
 from mlperf_bert.errors import UserError
-from mlperf_bert.snakejob import record_command
+from mlperf_bert.snakejob import lock_basedir, record_command
 from mlperf_bert.train.hparams import load_platform, resolve, rule_params, train_gpus, train_resources
 from mlperf_bert.train.rehearsal import RESOURCES as REHEARSAL_RESOURCES, rehearsal_settings
 
@@ -29,6 +29,7 @@ CONFIG_SCHEMA = REPO / "schemas" / "config.schema.yaml"
 try:
     config.update(parse_text_values(config, load_schema(CONFIG_SCHEMA)))  # --config values arrive as text
     validate_config(config, CONFIG_SCHEMA)
+    check_basedir(config["basedir"], repo=REPO, workdir=Path.cwd())
 except UserError as e:
     raise WorkflowError(str(e))
 
@@ -41,7 +42,16 @@ TEXT_FROM_R2 = "results4" in config["sources"]
 
 # The command line of this Snakemake run, for the provenance records and the submission README: written once into
 # the basedir before the first job (never in a dry run); the jobs read it back (mlperf_bert.snakejob).
+# The basedir is locked first (logs/workflow.lock, held until this Snakemake process ends): another checkout's run
+# on the same basedir is refused, naming the lock's holder.
+BASEDIR_LOCK = []
+
+
 onstart:
+    try:
+        BASEDIR_LOCK.append(lock_basedir(BASEDIR, checkout=REPO, argv=sys.argv))
+    except UserError as e:
+        raise WorkflowError(str(e))
     record_command(BASEDIR, sys.argv)
 
 

@@ -4,10 +4,17 @@
   /metadata/<name>.md5   `<md5>  ./<relative path>` lines
   /data/<name>/<path>    the files, with HTTP Range support (206 + Content-Range)
 Faults per file path: "drop" (promise the whole file, send `drop_at` bytes, hang up; once), "403", "302",
-"html" (an HTML page with status 200), "404" (listed but absent). Every request is recorded with its headers.
+"html" (an HTML page with status 200), "404" (listed but absent). Hostile answers, per file path or per
+metadata name (`<name>.md5`, `<name>.uri`): "endless" (no Content-Length, bytes until the client hangs up),
+"trickle" (no Content-Length, one byte every `trickle_s`), "slowheaders" (the status line, then a header
+trickling a byte every `trickle_s`), "oversize" (Content-Length of a terabyte, then
+endless), "redirect" (302 to `redirect_to[key]`). `base[name]` replaces the base URL a .uri names.
+Every request is recorded with its headers.
 """
 from __future__ import annotations
-import hashlib, http.server, re, threading
+import hashlib, http.server, re, threading, time
+
+LINE = b"d41d8cd98f00b204e9800998ecf8427e  ./endless\n"
 
 
 class R2Server:
@@ -17,6 +24,10 @@ class R2Server:
     self.faults: dict[str, str] = {}
     self.drop_at: dict[str, int] = {}
     self.requests: list[tuple[str, dict]] = []
+    self.redirect_to: dict[str, str] = {}
+    self.base: dict[str, str] = {}
+    self.trickle_s = 0.2
+    self.stopping = threading.Event()
     server = self
 
     class Handler(http.server.BaseHTTPRequestHandler):
@@ -34,21 +45,61 @@ class R2Server:
         self.end_headers()
         self.wfile.write(body)
 
+      def _hostile(self, fault) -> bool:
+        if fault == "redirect":
+          self._send(302, b"", "text/plain", [("Location", server.redirect_to[self._key])])
+          return True
+        if fault == "slowheaders":
+          self.wfile.write(b"HTTP/1.1 200 OK\r\nX-Slow: ")
+          try:
+            while not server.stopping.is_set():
+              self.wfile.write(b"a"); self.wfile.flush()
+              time.sleep(server.trickle_s)
+          except OSError:
+            pass
+          self.close_connection = True
+          return True
+        if fault not in ("endless", "trickle", "oversize"):
+          return False
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        if fault == "oversize":
+          self.send_header("Content-Length", str(1 << 40))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        try:
+          while not server.stopping.is_set():
+            if fault == "trickle":
+              self.wfile.write(LINE[:1]); self.wfile.flush()
+              time.sleep(server.trickle_s)
+            else:
+              self.wfile.write(LINE * 4096)
+        except OSError:  # the client hung up
+          pass
+        return True
+
       def do_GET(self):
         server.requests.append((self.path, dict(self.headers)))
         m = re.fullmatch(r"/metadata/([^/]+)\.(uri|md5)", self.path)
         if m and m.group(1) in server.datasets:
           name = m.group(1)
+          self._key = f"{name}.{m.group(2)}"
+          if self._hostile(server.faults.get(self._key)):
+            return
           if m.group(2) == "uri":
-            return self._send(200, f"{server.url}/data/{name}\n".encode(), "text/plain")
+            return self._send(200, (server.base.get(name) or f"{server.url}/data/{name}").encode() + b"\n",
+                              "text/plain")
           lines = "".join(f"{server.md5_override.get((name, p), hashlib.md5(b).hexdigest())}  ./{p}\n"
                           for p, b in server.datasets[name].items())
           return self._send(200, lines.encode(), "text/plain")
         m = re.fullmatch(r"/data/([^/]+)/(.+)", self.path)
         if not m or m.group(1) not in server.datasets:
           return self._send(404, b"not found", "text/plain")
-        rel = m.group(2)
+        rel = self._key = m.group(2)
         fault = server.faults.get(rel)
+        if self._hostile(fault):
+          return
         if fault == "403":
           return self._send(403, b"forbidden", "text/plain")
         if fault == "302":
@@ -88,6 +139,7 @@ class R2Server:
     return self
 
   def __exit__(self, *a):
+    self.stopping.set()
     self.httpd.shutdown()
     self.httpd.server_close()
 

@@ -53,14 +53,14 @@ def snakemake_dry_run(workflow_dir: Path, workdir: Path, configfiles: list[str],
 
 def current_config(workflow_dir: Path, configfiles: list[str], overrides: dict[str, str]) -> dict:
   """The config Snakemake resolves: the Snakefile's config.yaml, then each --configfile, then --config."""
-  import yaml
   from snakemake.utils import update_config
+  from mlperf_bert.config import safe_yaml  # aliases refused, as the workflow refuses them
   cfg: dict = {}
   for f in [workflow_dir / "config.yaml", *map(Path, configfiles)]:
     if f.is_file():
-      update_config(cfg, yaml.safe_load(f.read_text()) or {})
+      update_config(cfg, safe_yaml(f.read_text(), str(f)) or {})
   for k, v in overrides.items():
-    cfg[k] = yaml.safe_load(v) if isinstance(v, str) else v
+    cfg[k] = safe_yaml(v, f"--config {k}") if isinstance(v, str) else v
   return cfg
 
 

@@ -10,19 +10,21 @@ A source is written as
 The target only appears once the whole file has arrived, its MD5 matched and its content passed the checks of
 its kind (bert_config.json parses and has BERT's keys, the md5 manifest parses, a .tar.gz lists to its end):
 an interrupted, corrupt or mistaken download leaves nothing at the target path. An HTTP download keeps a hidden
-`.part` beside the target across a failed attempt, and the next run resumes it. Network errors are retried with
-backoff inside the job; nothing deterministic (an MD5 mismatch, a missing path, an HTTP 403) is retried.
+`.part` beside the target across a failed attempt, and the next run resumes it. Every HTTP fetch is bounded (a
+deadline, a stall timeout, a size bound: data/fetch_http.py; a gdown fetch by the deadline only). Network errors
+are retried with backoff inside the job; nothing deterministic (an MD5 mismatch, a missing path, an HTTP 403) is retried.
 Beside the target, `<target>.sha256` records the sha256 of what was accepted (the provenance record reads it).
 """
 from __future__ import annotations
-import gzip, json, os, tarfile, tempfile, zlib
+import gzip, json, os, tarfile, zlib
 from pathlib import Path
 from typing import Callable
 from urllib.parse import urlsplit
 
 from mlperf_bert.errors import UserError
-from mlperf_bert.fileio import atomic_path, copy_to_part
+from mlperf_bert.fileio import atomic_path, copy_to_part, scratch_dir
 from mlperf_bert.data import r2
+from mlperf_bert.data.fetch_http import FetchPolicy, NetworkError, download_file, finish_part, part_path, with_retries
 
 GDRIVE_URL = "https://drive.google.com/uc?id={id}"
 GDRIVE_HOSTS = ("drive.google.com", "docs.google.com", "drive.usercontent.google.com")
@@ -97,13 +99,14 @@ def validate_content(path: Path, name: str) -> str | None:
 
 def fetch(source: str, dest: str | Path, *, md5: str | None, root: str | Path = ".", path: str | None = None,
           listing: str | Path | None = None, uri: str | Path | None = None, gdrive_url: str = GDRIVE_URL,
-          attempts: int = 5, backoff: float = 2.0, sidecar: bool = False, log: Callable[[str], None] = print,
-          quiet: bool = False) -> dict:
+          attempts: int = 5, backoff: float = 2.0, policy: FetchPolicy = FetchPolicy(), sidecar: bool = False,
+          log: Callable[[str], None] = print, quiet: bool = False) -> dict:
   """Bring `source` to `dest`, verifying `md5` when one is given and the content by its kind.
 
   An R2 source needs the dataset's cached `listing` (md5 list) and `uri` (base URL) files; `path` names the
   file in the dataset (default: the target's name). `sidecar` writes `<dest>.sha256` once the target is in
-  place. Returns {"source", "md5", "sha256", "bytes", "checked"}.
+  place. `policy` bounds an HTTP fetch (deadline, stall, size; see data/fetch_http.py).
+  Returns {"source", "md5", "sha256", "bytes", "checked"}.
   """
   dest = Path(dest)
   checked: list[str] = []
@@ -114,7 +117,7 @@ def fetch(source: str, dest: str | Path, *, md5: str | None, root: str | Path = 
 
   with r2.one_line_os_errors(dest):
     info = _fetch(source, dest, md5=md5, root=root, path=path, listing=listing, uri=uri, gdrive_url=gdrive_url,
-                  attempts=attempts, backoff=backoff, validate=validate, log=log, quiet=quiet)
+                  attempts=attempts, backoff=backoff, policy=policy, validate=validate, log=log, quiet=quiet)
     if sidecar:
       with atomic_path(dest.with_name(dest.name + ".sha256")) as tmp:
         tmp.write_text(f"{info['sha256']}  {dest.name}\n")
@@ -123,25 +126,25 @@ def fetch(source: str, dest: str | Path, *, md5: str | None, root: str | Path = 
   return {**{k: info[k] for k in ("source", "md5", "sha256", "bytes")}, "checked": checked[0] if checked else None}
 
 
-def _fetch(source, dest: Path, *, md5, root, path, listing, uri, gdrive_url, attempts, backoff, validate, log, quiet):
+def _fetch(source, dest: Path, *, md5, root, path, listing, uri, gdrive_url, attempts, backoff, policy, validate, log,
+           quiet):
   kind, where = resolve_source(source, root=root, gdrive_url=gdrive_url)
   dest.parent.mkdir(parents=True, exist_ok=True)
+  net = dict(attempts=attempts, backoff=backoff, policy=policy, log=log)
   if kind == "r2":
     name = r2.dataset_name(source, root=root)
     if listing is None or uri is None:  # the command line: list the dataset into a scratch folder first
-      with tempfile.TemporaryDirectory(prefix=f".{dest.name}.", dir=dest.parent) as d:
-        r2.fetch_listing(source, Path(d) / "list.md5", Path(d) / "list.uri", root=root, attempts=attempts,
-                         backoff=backoff, log=log)
-        return r2.fetch_member(Path(d) / "list.md5", Path(d) / "list.uri", path or dest.name, dest, dataset=name,
-                               root=root, md5=md5, validate=validate, attempts=attempts, backoff=backoff, progress=not quiet,
-                               log=log)
+      with scratch_dir(dest.parent, f".{dest.name}.") as d:
+        r2.fetch_listing(source, d / "list.md5", d / "list.uri", root=root, **net)
+        return r2.fetch_member(d / "list.md5", d / "list.uri", path or dest.name, dest, dataset=name, root=root,
+                               md5=md5, validate=validate, progress=not quiet, **net)
     return r2.fetch_member(listing, uri, path or dest.name, dest, dataset=name, root=root, md5=md5, validate=validate,
-                           attempts=attempts, backoff=backoff, progress=not quiet, log=log)
+                           progress=not quiet, **net)
   if kind == "url":
     log(f"downloading {where} -> {dest}")
-    return r2.download_file(where, dest, md5=md5, what=dest.name, allow_redirects=True, attempts=attempts,
-                            backoff=backoff, progress=not quiet, validate=validate, log=log)
-  part = r2.part_path(dest, md5, where)
+    return download_file(where, dest, md5=md5, what=dest.name, allow_redirects=True, progress=not quiet,
+                         validate=validate, **net)
+  part = part_path(dest, md5, where)
   if kind == "path":
     if not Path(where).is_file():
       raise UserError(f"{dest.name}: source file {where} does not exist; fix the path under "
@@ -149,22 +152,23 @@ def _fetch(source, dest: Path, *, md5, root, path, listing, uri, gdrive_url, att
     log(f"copying {where} -> {dest}")
     copy_to_part(where, part)
   else:
-    _gdown(where, dest, part, attempts=attempts, backoff=backoff, log=log, quiet=quiet)
-  return r2.finish_part(part, dest, md5=md5, source=source, what=dest.name, validate=validate, log=log)
+    _gdown(where, dest, part, attempts=attempts, backoff=backoff, policy=policy, log=log, quiet=quiet)
+  return finish_part(part, dest, md5=md5, source=source, what=dest.name, validate=validate, log=log)
 
 
-def _gdown(url: str, dest: Path, part: Path, *, attempts, backoff, log, quiet) -> None:
-  import gdown, requests
+def _gdown(url: str, dest: Path, part: Path, *, attempts, backoff, policy: FetchPolicy, log, quiet) -> None:
+  """gdown into `part`; bounded by policy.deadline_s (gdown does its own reads: no stall or size bound here)."""
+  import gdown, requests, time
   log(f"downloading {url} -> {dest}")
 
   def once():
     # gdown keeps partial files of its own beside its output: give it a private folder that always goes away
-    with tempfile.TemporaryDirectory(prefix=f".{dest.name}.", dir=dest.parent) as scratch:
-      out = Path(scratch) / dest.name
+    with scratch_dir(dest.parent, f".{dest.name}.") as scratch:
+      out = scratch / dest.name
       try:
         got = gdown.download(url=url, output=str(out), quiet=quiet, use_cookies=False)
       except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError) as e:
-        raise r2.NetworkError(f"{type(e).__name__}: {e}") from e
+        raise NetworkError(f"{type(e).__name__}: {e}") from e
       except Exception as e:  # gdown's FileURLRetrievalError (quota, private file) and HTTP errors: not retried
         raise UserError(f"{dest.name}: download from {url} failed ({type(e).__name__}: {e}); check the source under "
                         f"sources/{dest.name}/url, or use MLCommons' storage (config/mlperf.yaml), then rerun") from e
@@ -173,4 +177,5 @@ def _gdown(url: str, dest: Path, part: Path, *, attempts, backoff, log, quiet) -
                         f"sources/{dest.name}/url, then rerun")
       os.replace(out, part)
 
-  r2._with_retries(once, url, dest.name, attempts=attempts, backoff=backoff, log=log)
+  with_retries(once, url, dest.name, attempts=attempts, backoff=backoff, log=log,
+               deadline=time.monotonic() + policy.deadline_s, limit_s=policy.deadline_s)

@@ -36,7 +36,7 @@ def build_evalset(text_path, vocab_path, out_path, *, num_examples: int = 10000,
   st = settings(max_seq_length, max_predictions_per_seq, masked_lm_prob, short_seq_prob, random_seed, dupe_factor)
   corpus, inst, ids = make_instances(text_path, vocab_path, st, engine=engine, progress=progress)
   rows = pick_indices(len(inst), int(num_examples))
-  stats = write_instances(out_path, corpus, inst.take(rows), st, ids)
+  stats = write_instances(out_path, corpus, inst.take(rows), st, ids, eval_set=True)
   stats.update(candidates=len(inst), cpu_seconds=time.process_time() - t0)
   if log is not None:
     warn_dropped(log, text_path, corpus)

@@ -239,14 +239,16 @@ def make_instances(text_path, vocab_path, settings: Settings, *, engine: str = "
   return corpus, create_instances(corpus, settings, ids, engine=engine), ids
 
 
-def write_instances(out_path, corpus: Corpus, inst: Instances, settings: Settings, ids: Ids) -> dict:
-  """Write instances as a framed span shard (atomic) and its .sha256 sidecar; returns the shard stats."""
+def write_instances(out_path, corpus: Corpus, inst: Instances, settings: Settings, ids: Ids,
+                    eval_set: bool = False) -> dict:
+  """Write instances as a framed span shard (atomic; `eval_set` marks the eval set) and its .sha256 sidecar;
+  returns the shard stats."""
   from mlperf_bert.data.shards import write_shard_arrays, write_sidecar
   stats = write_shard_arrays(out_path, stream=corpus.stream, starts=inst.starts, lengths=inst.lengths, nsl=inst.nsl,
                              pred_offsets=inst.pred_offsets, positions=inst.positions, inputs=inst.inputs,
                              max_seq_length=settings.max_seq_length,
                              max_predictions_per_seq=settings.max_predictions_per_seq, framed=True,
-                             cls_id=ids.cls, sep_id=ids.sep, vocab_size=ids.vocab_size)
+                             cls_id=ids.cls, sep_id=ids.sep, vocab_size=ids.vocab_size, eval_set=eval_set)
   write_sidecar(out_path)
   stats.update(output=str(out_path), text_bytes=corpus.text_bytes, dropped_bytes=corpus.dropped_bytes,
                documents=len(corpus.doc_bounds), sentences=len(corpus.sent_offsets) - 1)

@@ -14,25 +14,19 @@ beside the target (kept across a failed attempt, never at the target path), md5-
 for network errors only, a tqdm bar (bytes, rate, ETA) in the job's log.
 """
 from __future__ import annotations
-import contextlib, errno, hashlib, os, re, time
+import contextlib, errno, re
 from pathlib import Path, PurePosixPath
 from typing import Callable
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from mlperf_bert.errors import UserError
 from mlperf_bert.fileio import atomic_path, copy_to_part
+from mlperf_bert.data.fetch_http import (TOKEN_ENV, FetchPolicy, NetworkError, download_file, drop_stale_parts,  # noqa: F401
+                                         finish_part, get_text, part_path)
 
 PREFIX = "mlcommons-r2:"
 URI_SUFFIXES = (".uri", ".url")  # the downloader's older metadata files end in .url
-TOKEN_ENV = "MLC_R2_TOKEN"       # a Cloudflare Access token for restricted datasets (sent as cf-access-token)
 TEXT_NAME = re.compile(r"part-\d{5}-of-\d{5}|eval\.txt")
-CHUNK = 1 << 20
-NET_CHUNK = 1 << 16  # a dropped connection loses at most this much of what arrived
-
-
-class NetworkError(Exception):
-  """A failure that can succeed when tried again (connection reset, timeout, short body, HTTP 5xx/429)."""
-
 
 # ------------------------------------------------------------------------------------------------ naming
 
@@ -109,7 +103,11 @@ def parse_md5_list(text: str, where: str) -> dict[str, str]:
     parts = [x for x in p.parts if x != "."]
     if p.is_absolute() or ".." in parts or not parts:
       raise UserError(f"{where}:{n}: path {rel!r} is not a relative path inside the dataset; refusing it")
-    out["/".join(parts)] = m.group(1).lower()
+    key, md5 = "/".join(parts), m.group(1).lower()
+    if out.get(key, md5) != md5:
+      raise UserError(f"{where}:{n}: {rel!r} is listed twice with two md5s ({out[key]}, {md5}); the list "
+                      "contradicts itself: refusing it (delete it and rerun to fetch it again, or fix the mirror's list)")
+    out[key] = md5
   if not out:
     raise UserError(f"{where}: the md5 list names no files; delete it and rerun to fetch it again")
   return out
@@ -163,213 +161,23 @@ def write_manifest(listing_md5: str | Path, out: str | Path, dataset: str) -> in
   return len(names)
 
 
-# ------------------------------------------------------------------------------------------------ HTTP
-
-def _session():
-  import requests
-  s = requests.Session()
-  s.headers["User-Agent"] = "mlperf-bert (python-requests)"
-  s.headers["Accept-Encoding"] = "identity"  # byte ranges and lengths of the file itself, never of a compressed body
-  token = os.environ.get(TOKEN_ENV)
-  if token:
-    s.headers["cf-access-token"] = token
-  return s
-
-
-def _looks_html(head: bytes, content_type: str | None) -> bool:
-  if content_type and "text/html" in content_type.lower():
-    return True
-  h = head[:64].lstrip().lower()
-  return h.startswith((b"<!doctype html", b"<html", b"<head"))
-
-
-def _http_error(status: int, url: str, what: str, headers) -> UserError:
-  if status in (301, 302, 303, 307, 308, 401, 403):
-    where = headers.get("Location", "") if status < 400 else ""
-    return UserError(
-      f"{what}: {url} answered HTTP {status}{' to ' + where if where else ''}: the storage wants a Cloudflare Access "
-      f"login for it. Log in with MLCommons' r2-downloader (bash mlc-r2-downloader.sh -d DIR <the .uri URL>) and point "
-      f"the source at mlcommons-r2:DIR, or set {TOKEN_ENV} to a token from `cloudflared access token`, or use the "
-      "Google Drive sources: --configfile config/mlperf-gdrive.yaml")
-  if status in (404, 410):
-    return UserError(f"{what}: {url} is not on the server (HTTP {status}); the dataset may have changed: delete its "
-                     "cached list under download/r2/ and rerun, or check the source URL in the config")
-  return UserError(f"{what}: {url} answered HTTP {status}; check the source URL in the config")
-
-
-def _retryable_status(status: int) -> bool:
-  return status == 429 or status >= 500
-
-
-def get_text(url: str, what: str, *, timeout: float = 60, attempts: int = 5, backoff: float = 2.0,
-             log: Callable[[str], None] = print) -> str:
-  """A small text body (a .uri, an md5 list); network errors retried with backoff, HTTP errors raised once."""
-  import requests
-
-  def once():
-    try:
-      with _session() as s:
-        r = s.get(url, timeout=timeout, allow_redirects=False)
-        if _retryable_status(r.status_code):
-          raise NetworkError(f"HTTP {r.status_code}")
-        if r.status_code != 200:
-          raise _http_error(r.status_code, url, what, r.headers)
-        body = r.content
-    except requests.RequestException as e:
-      raise NetworkError(f"{type(e).__name__}: {e}") from e
-    if _looks_html(body, r.headers.get("Content-Type")):
-      raise UserError(f"{what}: {url} returned an HTML page, not the expected text (a login or error page); "
-                      "check the URL, or download the dataset with mlcommons/r2-downloader and use a mirror directory")
-    return body.decode("utf-8", errors="replace")
-
-  return _with_retries(once, url, what, attempts=attempts, backoff=backoff, log=log)
-
-
-def _with_retries(fn, url, what, *, attempts, backoff, log):
-  for attempt in range(1, attempts + 1):
-    try:
-      return fn()
-    except NetworkError as e:
-      if attempt == attempts:
-        raise UserError(f"{what}: {url} failed {attempts} times, last: {e}; check the network and rerun the same "
-                        "command (a partial download resumes)") from None
-      wait = min(backoff * 2 ** (attempt - 1), 60.0)
-      log(f"{what}: network error ({e}); retry {attempt}/{attempts - 1} in {wait:.0f} s")
-      time.sleep(wait)
-
-
-def part_path(dest: Path, md5: str | None, url: str) -> Path:
-  """The resumable partial file of `dest`: beside it, hidden, named after what it will become."""
-  tag = (md5 or hashlib.sha1(url.encode()).hexdigest())[:12]
-  return dest.with_name(f".{dest.name}.{tag}.part")
-
-
-def _drop_stale_parts(dest: Path, keep: Path) -> None:
-  for p in dest.parent.glob(f".{dest.name}.*.part"):
-    if p != keep:
-      p.unlink(missing_ok=True)
-
-
-def download_file(url: str, dest: str | Path, *, md5: str | None, what: str | None = None,
-                  allow_redirects: bool = False, attempts: int = 5, backoff: float = 2.0, timeout: float = 60,
-                  progress: bool = True, validate: Callable[[Path], None] | None = None,
-                  log: Callable[[str], None] = print) -> dict:
-  """GET `url` into `dest` with Range resume; the target appears only once complete, md5-checked and validated.
-
-  The partial file (`part_path`) survives a failed attempt and the next one continues it with a Range request.
-  Network errors (connection reset, timeout, a short body, HTTP 5xx/429) are retried with exponential backoff;
-  an HTTP error, an HTML page, an md5 mismatch or a failed validation raise UserError at once.
-  Returns {"source", "md5", "sha256", "bytes", "resumed_from"}.
-  """
-  import requests
-  from tqdm import tqdm
-
-  dest = Path(dest)
-  what = what or dest.name
-  dest.parent.mkdir(parents=True, exist_ok=True)
-  part = part_path(dest, md5, url)
-  _drop_stale_parts(dest, part)
-  first_offset = part.stat().st_size if part.exists() else 0
-
-  def once():
-    offset = part.stat().st_size if part.exists() else 0
-    headers = {"Range": f"bytes={offset}-"} if offset else {}
-    try:
-      with _session() as s, s.get(url, headers=headers, stream=True, timeout=timeout,
-                                  allow_redirects=allow_redirects) as r:
-        if r.status_code == 416 and offset:  # nothing left to send: the part may already be whole
-          total = _total_from_content_range(r.headers.get("Content-Range"))
-          if total == offset:
-            return
-          part.unlink(missing_ok=True)
-          raise NetworkError(f"HTTP 416 for a {offset}-byte partial file of a {total}-byte file; starting over")
-        if _retryable_status(r.status_code):
-          raise NetworkError(f"HTTP {r.status_code}")
-        if r.status_code not in (200, 206):
-          raise _http_error(r.status_code, url, what, r.headers)
-        mode = "ab"
-        if r.status_code == 206:
-          start = _start_from_content_range(r.headers.get("Content-Range"))
-          if start != offset:
-            raise NetworkError(f"the server resumed at byte {start}, not {offset}")
-          total = _total_from_content_range(r.headers.get("Content-Range"))
-        else:
-          if offset:
-            log(f"{what}: the server ignored the Range request; starting over")
-          offset, mode = 0, "wb"
-          total = int(r.headers["Content-Length"]) if r.headers.get("Content-Length", "").isdigit() else None
-        it = r.iter_content(NET_CHUNK)
-        head = next(it, b"")
-        if offset == 0 and _looks_html(head, r.headers.get("Content-Type")) and not dest.name.endswith((".html", ".htm")):
-          raise UserError(f"{what}: {url} sent an HTML page where data was expected (first bytes "
-                          f"{head[:60]!r}): a login, quota or error page. Check the source in the config; for "
-                          "Google Drive quota pages wait a day or use the MLCommons storage (config/mlperf.yaml)")
-        if offset:
-          log(f"{what}: resuming at byte {offset:,} (HTTP Range)")
-        with open(part, mode) as f, tqdm(total=total, initial=offset, unit="B", unit_scale=True, unit_divisor=1024,
-                                         desc=what, disable=not progress, mininterval=1.0, ascii=True) as bar:
-          for block in ([head] if head else []), it:
-            for b in block:
-              f.write(b)
-              bar.update(len(b))
-        got = part.stat().st_size
-        if total is not None and got != total:
-          raise NetworkError(f"connection closed at byte {got:,} of {total:,}")
-    except (requests.RequestException, ConnectionError, TimeoutError) as e:  # not disk errors: those are OSError too
-      raise NetworkError(f"{type(e).__name__}: {e}") from e
-
-  _with_retries(once, url, what, attempts=attempts, backoff=backoff, log=log)
-  return finish_part(part, dest, md5=md5, source=url, what=what, validate=validate, log=log,
-                     extra={"resumed_from": first_offset})
-
-
-def finish_part(part: Path, dest: Path, *, md5: str | None, source: str, what: str,
-                validate: Callable[[Path], None] | None, log: Callable[[str], None], extra: dict | None = None) -> dict:
-  """md5-check and validate a complete partial file, then rename it onto `dest` (removed on any failure)."""
-  try:
-    h_md5, h_sha = hashlib.md5(), hashlib.sha256()
-    with open(part, "rb") as f:
-      while block := f.read(CHUNK):
-        h_md5.update(block); h_sha.update(block)
-    actual, sha256 = h_md5.hexdigest(), h_sha.hexdigest()
-    if md5 is not None and actual != md5.lower():
-      raise UserError(f"{what}: MD5 mismatch for {source}: expected {md5}, got {actual}; the file is corrupt or not "
-                      f"the MLPerf file. Rerun to fetch it again, or fix the source of {dest.name} in the config")
-    if validate is not None:
-      validate(part)
-    size = part.stat().st_size
-    os.replace(part, dest)
-  except BaseException:
-    part.unlink(missing_ok=True)
-    raise
-  log(f"{dest.name}: {size:,} bytes, md5 {actual}" + (" (matches the published md5)" if md5 else " (no published md5)"))
-  return {"source": source, "md5": actual, "sha256": sha256, "bytes": size, **(extra or {})}
-
-
-def _start_from_content_range(v: str | None) -> int | None:
-  m = re.match(r"bytes (\d+)-\d+/(\d+|\*)", v or "")
-  return int(m.group(1)) if m else None
-
-
-def _total_from_content_range(v: str | None) -> int | None:
-  m = re.match(r"bytes (?:\d+-\d+|\*)/(\d+)", v or "")
-  return int(m.group(1)) if m else None
-
-
 # ------------------------------------------------------------------------------------------------ datasets
 
 def fetch_listing(source: str, md5_out: str | Path, uri_out: str | Path, *, root: str | Path = ".",
-                  attempts: int = 5, backoff: float = 2.0, log: Callable[[str], None] = print) -> int:
+                  attempts: int = 5, backoff: float = 2.0, policy: FetchPolicy = FetchPolicy(),
+                  log: Callable[[str], None] = print) -> int:
   """Cache a dataset's md5 list (`md5_out`) and its base URL or mirror directory (`uri_out`); returns the file count."""
   loc = location(source)
   name = dataset_name(source, root=root)
   if _is_url(loc):
-    base = get_text(loc, f"dataset {name} (.uri)", attempts=attempts, backoff=backoff, log=log).strip()
+    base = get_text(loc, f"dataset {name} (.uri)", attempts=attempts, backoff=backoff, policy=policy,
+                    log=log).strip()
     if not re.fullmatch(r"https?://\S+", base):
       raise UserError(f"dataset {name}: {loc} should hold the dataset's base URL, got {base[:80]!r}; check the "
                       "source URL in the config")
     list_url = md5_list_url(loc)
-    text = get_text(list_url, f"dataset {name} (md5 list)", attempts=attempts, backoff=backoff, log=log)
+    text = get_text(list_url, f"dataset {name} (md5 list)", attempts=attempts, backoff=backoff, policy=policy,
+                    log=log)
     where = list_url
   else:
     md5_file = _mirror_md5(loc, root, source)
@@ -390,7 +198,8 @@ def fetch_listing(source: str, md5_out: str | Path, uri_out: str | Path, *, root
 def fetch_member(listing_md5: str | Path, uri_file: str | Path, rel: str, dest: str | Path, *, dataset: str,
                  root: str | Path = ".",
                  md5: str | None = None, validate: Callable[[Path], None] | None = None, attempts: int = 5,
-                 backoff: float = 2.0, progress: bool = True, log: Callable[[str], None] = print) -> dict:
+                 backoff: float = 2.0, policy: FetchPolicy = FetchPolicy(), progress: bool = True,
+                 log: Callable[[str], None] = print) -> dict:
   """One file of a cached dataset listing into `dest`, checked against the listed md5 (and `md5`, when given)."""
   listing = read_listing(listing_md5)
   rel = find_entry(listing, rel, dataset)
@@ -402,8 +211,8 @@ def fetch_member(listing_md5: str | Path, uri_file: str | Path, rel: str, dest: 
   what = f"{dataset}/{rel}"
   if _is_url(base):
     url = base.rstrip("/") + "/" + "/".join(quote(x) for x in rel.split("/"))
-    return download_file(url, dest, md5=listed, what=what, attempts=attempts, backoff=backoff, progress=progress,
-                         validate=validate, log=log)
+    return download_file(url, dest, md5=listed, what=what, attempts=attempts, backoff=backoff, policy=policy,
+                         progress=progress, validate=validate, log=log)
   src = (Path(base) if Path(base).is_absolute() else Path(root) / base) / rel
   if not src.is_file():
     raise UserError(f"{what}: {src} is missing from the mirror directory; complete the mirror (rerun "
@@ -411,7 +220,7 @@ def fetch_member(listing_md5: str | Path, uri_file: str | Path, rel: str, dest: 
   dest = Path(dest)
   dest.parent.mkdir(parents=True, exist_ok=True)
   part = part_path(dest, listed, str(src))
-  _drop_stale_parts(dest, part)
+  drop_stale_parts(dest, part)
   log(f"copying {src} -> {dest}")
   copy_to_part(src, part)
   return finish_part(part, dest, md5=listed, source=str(src), what=what, validate=validate, log=log)
@@ -419,8 +228,8 @@ def fetch_member(listing_md5: str | Path, uri_file: str | Path, rel: str, dest: 
 
 def fetch_text_file(listing_md5: str | Path, uri_file: str | Path, name: str, dest: str | Path, *, dataset: str,
                     root: str | Path = ".",
-                    attempts: int = 5, backoff: float = 2.0, progress: bool = True,
-                    log: Callable[[str], None] = print) -> dict:
+                    attempts: int = 5, backoff: float = 2.0, policy: FetchPolicy = FetchPolicy(),
+                    progress: bool = True, log: Callable[[str], None] = print) -> dict:
   """results4/<name> (a part-XXXXX-of-NNNNN or eval.txt) from a dataset that holds the text extracted."""
   names = text_entries(read_listing(listing_md5), dataset)
   if name not in names:
@@ -428,7 +237,7 @@ def fetch_text_file(listing_md5: str | Path, uri_file: str | Path, name: str, de
                     "download/r2/ and rerun if the dataset changed")
   with one_line_os_errors(Path(dest)):
     return fetch_member(listing_md5, uri_file, names[name], dest, dataset=dataset, root=root, attempts=attempts,
-                        backoff=backoff, progress=progress, log=log)
+                        backoff=backoff, policy=policy, progress=progress, log=log)
 
 
 @contextlib.contextmanager

@@ -8,7 +8,7 @@ rebuilt (and padded) at read time; see docs/shard-format.md for the byte layout.
     write_shard_arrays(path, stream=..., starts=..., ...)                          # span form (builder)
     sh = Shard(path); len(sh); sh[i]; sh.batch(indices); sh.verify()
     sh.max_seq_length, sh.max_predictions_per_seq, sh.n (instances), sh.n_stream (stream tokens),
-    sh.n_pred (masked positions), sh.cls_id, sh.sep_id, sh.vocab_size (0: not recorded)
+    sh.n_pred (masked positions), sh.cls_id, sh.sep_id, sh.vocab_size (0: not recorded), sh.eval_set
 
 Every read checks the whole file once before it hands out a byte of it (body CRC-32 and value ranges:
 token ids < vocab_size, next-sentence labels in {0, 1}, masked positions inside their row), so a shard damaged
@@ -32,6 +32,7 @@ MAGIC = b"BERTSHRD"
 VERSION = 1
 HEADER_SIZE = 128
 FLAG_FRAMED = 1  # row = [CLS] A [SEP] B [SEP]; otherwise row = A B
+FLAG_EVAL = 2    # the eval set (data/evalset.py): training refuses it among its shards (older eval sets lack it)
 
 # magic, version, header_size, max_seq_length, max_predictions_per_seq, n_instances, n_stream, n_predictions,
 # token_width, flags, cls_id, sep_id, body_crc32, vocab_size (0 = not recorded)
@@ -73,13 +74,13 @@ def _check_settings(max_seq_length: int, max_predictions_per_seq: int) -> None:
 
 def write_shard_arrays(path, *, stream, starts, lengths, nsl, pred_offsets, positions, inputs,
                        max_seq_length: int, max_predictions_per_seq: int, framed: bool,
-                       cls_id: int = 0, sep_id: int = 0, vocab_size: int = 0) -> dict:
+                       cls_id: int = 0, sep_id: int = 0, vocab_size: int = 0, eval_set: bool = False) -> dict:
   """Write a shard from its columns (the low-level writer; see docs/shard-format.md). Atomic.
 
   starts/lengths: (n, 2) spans of `stream` for segments A and B; nsl: (n,) next-sentence labels;
   pred_offsets: (n+1,) cumulative prediction counts; positions/inputs: (P,) masked positions (in the row)
   and the input token placed there. vocab_size: the vocabulary's size (recorded in the header; readers refuse
-  token ids at or above it; 0 = not recorded). Returns stats.
+  token ids at or above it; 0 = not recorded). eval_set: mark the file as the eval set (FLAG_EVAL). Returns stats.
   """
   _check_settings(max_seq_length, max_predictions_per_seq)
   # the big columns (stream, positions, inputs) keep their dtype: no int64 copies of them
@@ -142,7 +143,7 @@ def write_shard_arrays(path, *, stream, starts, lengths, nsl, pred_offsets, posi
       if pad:
         f.write(b"\0" * pad); crc = zlib.crc32(b"\0" * pad, crc)
       head = _HEAD.pack(MAGIC, VERSION, HEADER_SIZE, int(max_seq_length), int(max_predictions_per_seq), n, n_stream,
-                        n_pred, width, FLAG_FRAMED if framed else 0, int(cls_id), int(sep_id), crc)
+                        n_pred, width, (FLAG_FRAMED if framed else 0) | (FLAG_EVAL if eval_set else 0), int(cls_id), int(sep_id), crc)
       head += _VOCAB.pack(int(vocab_size))
       head = head.ljust(HEADER_SIZE - 4, b"\0")
       head += struct.pack("<I", zlib.crc32(head))
@@ -153,7 +154,7 @@ def write_shard_arrays(path, *, stream, starts, lengths, nsl, pred_offsets, posi
 
 
 def write_shard(path, instances: Iterable[Mapping], *, max_seq_length: int, max_predictions_per_seq: int,
-                vocab_size: int = 0) -> dict:
+                vocab_size: int = 0, eval_set: bool = False) -> dict:
   """Write any instances (dicts of unpadded values) as a shard; atomic; returns stats.
 
   Each instance: input_ids, segment_ids (0s then 1s), masked_lm_positions, masked_lm_ids (lists or arrays of
@@ -186,7 +187,8 @@ def write_shard(path, instances: Iterable[Mapping], *, max_seq_length: int, max_
                             lengths=np.asarray(lengths).reshape(-1, 2), nsl=np.asarray(nsl, dtype=np.int64),
                             pred_offsets=np.concatenate([[0], np.cumsum(counts, dtype=np.int64)]),
                             positions=cat(positions), inputs=cat(inputs), max_seq_length=max_seq_length,
-                            max_predictions_per_seq=max_predictions_per_seq, framed=False, vocab_size=vocab_size)
+                            max_predictions_per_seq=max_predictions_per_seq, framed=False, vocab_size=vocab_size,
+                            eval_set=eval_set)
 
 
 class Shard:
@@ -223,6 +225,7 @@ class Shard:
                         f"damaged); {fix}")
       self._mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else None
     self.framed = bool(flags & FLAG_FRAMED)
+    self.eval_set = bool(flags & FLAG_EVAL)
     self.n, self.n_stream, self.n_pred, self.size = n, n_stream, n_pred, size
     self._verified = not check
     self._lock = threading.Lock()

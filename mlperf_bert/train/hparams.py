@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from mlperf_bert.config import load_schema, parse_text_values, validate_config
+from mlperf_bert.config import load_schema, parse_text_values, safe_yaml, validate_config
 from mlperf_bert.errors import UserError
 
 # The platform file's schema: every key, its type, its static default, whether tinygrad reads it from the
@@ -35,6 +35,9 @@ RESOURCE_DEFAULTS: dict[str, int] = {k: v["default"] for k, v in _PROPS["resourc
 FLOAT_NAMES = {"HALF": "half", "FLOAT16": "half", "BFLOAT16": "bfloat16", "FLOAT": "float32", "FLOAT32": "float32"}
 HALF_TYPES = {"half", "bfloat16"}
 # the allowed values of each setting that has a fixed set (EVAL_METRIC, INIT_PROCESS): the schema's enums
+# the seeds a run may have: the workflow config's bounds (numpy's seed range), applied to `train --seed` too
+_SEED = load_schema(SCHEMA.with_name("config.schema.yaml"))["properties"]["seeds"]["items"]
+SEED_RANGE = (int(_SEED["minimum"]), int(_SEED["maximum"]))
 CHOICES: dict[str, tuple] = {k: tuple(v for v in _PROPS[k]["enum"] if v is not None)
                              for k in sorted(KNOWN) if "enum" in _PROPS[k]}
 
@@ -53,7 +56,7 @@ def read_platform(path: str | os.PathLike) -> dict[str, Any]:
   if not path.is_file():
     raise UserError(f"{path}: platform file not found; create it or set `platform:` in the config to the name of a "
                     f"folder under profiles/ that has a platform.yaml")
-  try: data = yaml.safe_load(path.read_text()) or {}
+  try: data = safe_yaml(path.read_text(), str(path)) or {}
   except yaml.YAMLError as e: raise UserError(f"{path}: not valid YAML ({e}); fix the syntax") from None
   if not isinstance(data, dict): raise UserError(f"{path}: expected a mapping of KEY: value, got {type(data).__name__}")
   return check_types(data, str(path))
@@ -97,6 +100,9 @@ def resolve(platform: dict[str, Any], overrides: dict[str, Any] | None = None, s
   Returns a flat dict with every key of KNOWN that is set, plus SEED, GLOBAL_BATCH_SIZE, MAX_EVAL_STEPS and the
   normalized FLOAT (float32/half/bfloat16). Raises UserError for an invalid combination.
   """
+  if isinstance(seed, bool) or not isinstance(seed, int) or not SEED_RANGE[0] <= seed <= SEED_RANGE[1]:
+    raise UserError(f"seed {seed!r} is outside {SEED_RANGE[0]}..{SEED_RANGE[1]} (numpy's seed range, the bounds of "
+                    "`seeds` in schemas/config.schema.yaml); pick a seed in that range")
   hp = dict(platform)
   over = check_types(dict(overrides or {}), where)
   if "resources" in over:

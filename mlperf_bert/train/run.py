@@ -42,6 +42,7 @@ from mlperf_bert.train.model import BertConfig, BertForPretraining
 from mlperf_bert.train.optim import OptimConfig, Trainer
 from mlperf_bert.train.hparams import rule_params
 from mlperf_bert.data.shards import Shard
+from mlperf_bert.train.inputs import check_train_inputs
 
 CKPT_RE = re.compile(r"^ckpt_(\d{8})\.safetensors$")
 PHASES = ("all", "init", "run")
@@ -259,6 +260,7 @@ class TrainRun:
     # validate every input before any work: shards, eval set, model config
     self.shards = open_shards(shard_paths, max_seq_length, max_predictions_per_seq)
     self.eval_shard = open_shards([eval_path], max_seq_length, max_predictions_per_seq, what="eval set")[0]
+    check_train_inputs([Path(p) for p in shard_paths], eval_path, bert_config)  # not the eval set; vocab fits
     if len(self.eval_shard) < self.hp["EVAL_SAMPLES"]:
       raise UserError(f"{eval_path}: the eval set has {len(self.eval_shard)} rows, fewer than EVAL_SAMPLES="
                       f"{self.hp['EVAL_SAMPLES']}; rebuild the eval set or lower EVAL_SAMPLES")

@@ -54,6 +54,7 @@ def test_fewer_rows_than_instances_and_cli(tmp_path, demo_text, ref_all):
   out, npz = tmp_path / "e100.shard", tmp_path / "e100.npz"
   assert main(["evalset", "--input", str(demo_text / "eval.txt"), "--vocab", str(DEMO / "vocab.txt"),
                "--output", str(out), "--num-examples", "100", "--no-progress"]) == 0
+  assert Shard(out).eval_set  # its header says it is the eval set: training refuses it as a shard
   assert main(["features", str(out), "--npz", str(npz)]) == 0
   with np.load(npz, allow_pickle=False) as f:
     got = {k: f[k] for k in KEYS}

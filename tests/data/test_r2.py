@@ -242,3 +242,17 @@ def test_relative_mirror_stays_relative_to_the_repository(server, tmp_path):
   out = tmp_path / "dl" / "bert_config.json"
   fetch(src, out, md5=None, listing=d / "l.md5", uri=d / "l.uri", root=moved, log=lambda s: None)
   assert out.read_bytes() == CONFIG
+
+
+def test_a_listing_that_contradicts_itself_is_refused(server, tmp_path):
+  a, b = "a" * 32, "b" * 32
+  with pytest.raises(UserError, match=r"x.md5:2: 'bert_config.json' is listed twice with two md5s \(a+, b+\)"):
+    r2.parse_md5_list(f"{a}  ./bert_config.json\n{b}  bert_config.json\n", "x.md5")
+  assert r2.parse_md5_list(f"{a}  ./x\n{a}  ./x\n", "x.md5") == {"x": a}  # a repeated line says nothing new
+  server.md5_override[("bert-input-files", "bert_config.json")] = hashlib.md5(CONFIG).hexdigest()
+  server.datasets["bert-input-files"]["./bert_config.json"] = b"{}"  # the server lists the path twice
+  server.md5_override[("bert-input-files", "./bert_config.json")] = "0" * 32
+  with pytest.raises(UserError, match="listed twice with two md5s") as e:
+    _listing(server, tmp_path)
+  assert "\n" not in str(e.value)
+  assert not (tmp_path / "r2").exists() or _files(tmp_path / "r2") == []  # no cached list

@@ -1,0 +1,46 @@
+"""Checks of what `train` is given, before anything is written: the eval set is not among the training shards, and
+the model's vocabulary holds every token id of the shards. Each reads only the shards' headers (and the token ids of a
+shard that records no vocabulary size)."""
+from __future__ import annotations
+import json, os
+from pathlib import Path
+from typing import Sequence
+
+from mlperf_bert.data.shards import Shard
+from mlperf_bert.errors import UserError
+
+
+def _same_file(a: Path, b: Path) -> bool:
+  try: return os.path.samefile(a, b)
+  except OSError: return False
+
+
+def check_train_inputs(shard_paths: Sequence[Path], eval_path: str | os.PathLike,
+                       bert_config: str | os.PathLike) -> None:
+  """UserError (one line) when a training shard is the eval set (its header's eval flag, or the --eval file
+  itself), or when bert_config.json's vocab_size is below the vocabulary a shard's token ids come from."""
+  eval_path = Path(eval_path)
+  try: vocab = int(json.loads(Path(bert_config).read_text())["vocab_size"])
+  except (OSError, ValueError, KeyError, TypeError) as e:
+    raise UserError(f"{bert_config}: cannot read vocab_size ({type(e).__name__}: {e}); pass BERT's "
+                    "bert_config.json") from None
+  for p in [*shard_paths, eval_path]:
+    with Shard(p, check=False) as sh:  # the header only
+      if p is not eval_path and (sh.eval_set or _same_file(p, eval_path)):
+        raise UserError(f"{p} is the eval set, not a training shard; pass the training shards to --shards "
+                        "(<basedir>/shards) and the eval set to --eval (<basedir>/eval/eval.shard)")
+      if sh.vocab_size > vocab:
+        raise UserError(f"{bert_config}: vocab_size {vocab} is below the {sh.vocab_size}-token vocabulary {p} was "
+                        f"built with (its header): {_LOST}")
+      top = 0 if sh.vocab_size else _max_token_id(sh)  # a shard that records no vocabulary: its ids themselves
+      if top >= vocab:
+        raise UserError(f"{bert_config}: vocab_size {vocab}, but {p} holds token id {top}: {_LOST}")
+
+
+_LOST = ("the ids above it would lose their masked-LM labels; pass the bert_config.json of the shards' vocabulary, "
+         "or rebuild the shards with the model's vocab.txt")
+
+
+def _max_token_id(sh: Shard) -> int:
+  sh.verify()
+  return max([int(a.max()) for a in (sh._stream, sh._inputs) if len(a)] or [0])

@@ -1,0 +1,94 @@
+"""`train` refuses inputs that belong to something else before it writes a byte: the eval set given as a training
+shard, a bert_config.json whose vocabulary is smaller than the shards', a seed outside the schema's bounds."""
+import json, re, shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mlperf_bert.cli import main
+from mlperf_bert.data.shards import write_shard
+from mlperf_bert.errors import UserError
+from mlperf_bert.train.run import train_from_paths
+from test_train import PRED, SEQ, VOCAB, synth_instances, tiny_config
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory):
+  d = tmp_path_factory.mktemp("tree")
+  rng = np.random.default_rng(0)
+  (d / "shards").mkdir()
+  write_shard(d / "shards/part-00000-of-00001.shard", synth_instances(16, rng), max_seq_length=SEQ,
+              max_predictions_per_seq=PRED, vocab_size=VOCAB)
+  (d / "eval").mkdir()
+  write_shard(d / "eval/eval.shard", synth_instances(8, rng), max_seq_length=SEQ, max_predictions_per_seq=PRED,
+              vocab_size=VOCAB, eval_set=True)
+  tiny_config(d / "bert_config.json")
+  return d
+
+
+def _train(tree, out: Path, **over):
+  args = dict(shards=[tree / "shards"], eval_path=tree / "eval/eval.shard", bert_config=tree / "bert_config.json",
+              init_weights=None, max_seq_length=SEQ, max_predictions_per_seq=PRED, seed=0, out=out,
+              ckpt_dir=out.parent / "ckpt", stop_after=0)
+  args.update(over)
+  return train_from_paths(REPO / "profiles/cpu/platform.yaml", {"BS": 4, "EVAL_BS": 4, "EVAL_SAMPLES": 8}, **args)
+
+
+def _nothing_written(out: Path):
+  return not out.parent.exists() or sorted(p.name for p in out.parent.iterdir()) == []
+
+
+def test_the_eval_set_is_refused_as_a_training_shard(tree, tmp_path):
+  out = tmp_path / "run" / "result_bert_0.log"
+  with pytest.raises(UserError, match=r"eval/eval.shard is the eval set, not a training shard; pass the training"):
+    _train(tree, out, shards=[tree / "eval/eval.shard"])
+  copy = tmp_path / "elsewhere" / "part-00000-of-00001.shard"  # a copy under a shard's name: its header tells
+  copy.parent.mkdir()
+  shutil.copy(tree / "eval/eval.shard", copy)
+  with pytest.raises(UserError, match="part-00000-of-00001.shard is the eval set"):
+    _train(tree, out, shards=[copy])
+  assert _nothing_written(out)
+
+
+def test_an_unflagged_eval_set_is_refused_when_it_is_the_eval_file(tree, tmp_path):
+  old = tmp_path / "eval.shard"  # an eval set from before the flag: the same file as --eval
+  write_shard(old, synth_instances(8, np.random.default_rng(1)), max_seq_length=SEQ, max_predictions_per_seq=PRED)
+  out = tmp_path / "run" / "result_bert_0.log"
+  with pytest.raises(UserError, match="is the eval set, not a training shard"):
+    _train(tree, out, shards=[old], eval_path=old)
+  assert _nothing_written(out)
+
+
+def test_a_bert_config_with_a_smaller_vocabulary_is_refused(tree, tmp_path):
+  small = tmp_path / "bert_config.json"
+  cfg = json.loads((tree / "bert_config.json").read_text())
+  small.write_text(json.dumps({**cfg, "vocab_size": VOCAB // 2}))
+  out = tmp_path / "run" / "result_bert_0.log"
+  with pytest.raises(UserError) as e:
+    _train(tree, out, bert_config=small)
+  msg = str(e.value)
+  assert f"vocab_size {VOCAB // 2} is below the {VOCAB}-token vocabulary" in msg and "\n" not in msg
+  assert _nothing_written(out)
+  bare = tmp_path / "bare" / "part-00000-of-00001.shard"  # no vocabulary size in its header: its ids are read
+  bare.parent.mkdir()
+  write_shard(bare, synth_instances(16, np.random.default_rng(2)), max_seq_length=SEQ, max_predictions_per_seq=PRED)
+  with pytest.raises(UserError, match=rf"vocab_size {VOCAB // 2}, but .*part-00000-of-00001.shard holds token id") as e:
+    _train(tree, out, bert_config=small, shards=[bare])
+  assert int(re.search(r"holds token id (\d+)", str(e.value)).group(1)) >= VOCAB // 2
+  assert _nothing_written(out)
+
+
+@pytest.mark.parametrize("seed", ["-1", "4294967296"])
+def test_a_seed_outside_the_schema_bounds_is_one_line_and_writes_nothing(tree, tmp_path, capsys, seed):
+  out = tmp_path / "run" / "result_bert.log"
+  rc = main(["train", "--platform-file", str(REPO / "profiles/cpu/platform.yaml"), "--shards", str(tree / "shards"),
+             "--eval", str(tree / "eval/eval.shard"), "--bert-config", str(tree / "bert_config.json"),
+             "--max-seq-length", str(SEQ), "--max-predictions-per-seq", str(PRED), "--seed", seed,
+             "--out", str(out), "--ckpt-dir", str(tmp_path / "ckpt"), "--set", "EVAL_SAMPLES=8"])
+  err = capsys.readouterr().err.strip().splitlines()
+  assert rc == 2 and err[-1] == (f"error: seed {seed} is outside 0..4294967295 (numpy's seed range, the bounds of "
+                                 "`seeds` in schemas/config.schema.yaml); pick a seed in that range")
+  assert _nothing_written(out) and not (tmp_path / "ckpt").exists()

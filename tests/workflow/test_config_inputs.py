@@ -1,0 +1,88 @@
+"""Inputs a careless user can mix up, refused by the schema and the config checks before any job runs: download
+bounds, a dangerous basedir, a platform name that leaves profiles/."""
+import re
+
+import pytest, yaml
+
+from mlperf_bert.config import check_basedir, parse_text_values, validate_config
+from mlperf_bert.data.fetch_http import FetchPolicy
+from mlperf_bert.errors import UserError
+from mlperf_bert.train.hparams import load_platform
+from workflow_helpers import REPO, snakemake
+
+SCHEMA = REPO / "schemas" / "config.schema.yaml"
+
+
+def _config(**changes):
+  cfg = yaml.safe_load((REPO / "config.yaml").read_text())
+  cfg.update(changes)
+  return cfg
+
+
+def test_download_bounds_are_validated_and_reach_the_policy():
+  validate_config(_config(download={"deadline_s": 30, "stall_s": 5, "max_file_bytes": 1000}), SCHEMA)
+  p = FetchPolicy.from_config({"deadline_s": 30, "stall_s": 5, "max_file_bytes": 1000})
+  assert (p.deadline_s, p.stall_s, p.max_file_bytes, p.listing_deadline_s) == (30, 5, 1000, 30)
+  assert FetchPolicy.from_config(None) == FetchPolicy()
+  with pytest.raises(UserError, match="'download.stall_s': 0 is less than or equal to the minimum of 0"):
+    validate_config(_config(download={"stall_s": 0}), SCHEMA)
+  with pytest.raises(UserError, match="unknown key 'download.timeout'"):
+    validate_config(_config(download={"timeout": 5}), SCHEMA)
+
+
+@pytest.mark.parametrize("basedir,why", [
+  ("/", "the filesystem root"), ("..", "above the checkout"), ("../..", "the filesystem root|above the checkout"), (".", "the checkout"), ("/etc/mlperf", "a system folder"),
+  ("/usr", "a system folder"), ("/tmp", "a folder shared by everything"), ("/home", "a folder shared by everything"),
+])
+def test_a_dangerous_basedir_is_refused(basedir, why):
+  with pytest.raises(UserError, match=f"basedir '{re.escape(basedir)}' is .*({why})") as e:
+    check_basedir(basedir, repo=REPO, workdir=REPO)
+  assert "\n" not in str(e.value)
+
+
+def test_ordinary_basedirs_pass(tmp_path):
+  assert check_basedir("results/demo", repo=REPO, workdir=REPO) == REPO / "results/demo"
+  assert check_basedir("base", repo=REPO, workdir=tmp_path) == tmp_path / "base"
+  assert check_basedir(".", repo=REPO, workdir=tmp_path) == tmp_path  # the working directory itself
+  assert check_basedir(str(tmp_path / "x"), repo=REPO, workdir=REPO) == tmp_path / "x"
+  with pytest.raises(UserError, match="above the working directory"):
+    check_basedir("..", repo=REPO, workdir=tmp_path / "wd")
+
+
+@pytest.mark.parametrize("platform", ["..", ".", ".hidden", "../cpu", "a/b"])
+def test_a_platform_outside_profiles_is_refused(platform):
+  with pytest.raises(UserError, match=r"key 'platform': .* does not match"):
+    validate_config(_config(platform=platform), SCHEMA)
+  validate_config(_config(platform="tinybox_8xMI300X"), SCHEMA)
+
+
+def _laughs(levels: int, top: str = "BS") -> str:
+  """"Billion laughs": each level an anchored list of ten aliases of the one before."""
+  lines = ["l0: &l0 [lol]"] + [f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 10)}]" for i in range(1, levels)]
+  return "\n".join(lines) + f"\n{top}: *l{levels - 1}\n"
+
+
+def test_yaml_aliases_in_a_platform_file_are_refused(tmp_path):
+  bomb = tmp_path / "platform.yaml"
+  bomb.write_text(_laughs(3))  # small: today's code would expand 1000 values, not a billion
+  with pytest.raises(UserError, match=r"platform.yaml:2: YAML alias \*l0: aliases are refused") as e:
+    load_platform(bomb)
+  assert "\n" not in str(e.value)
+  with pytest.raises(UserError, match="YAML alias"):
+    parse_text_values("{A: &a 1, B: *a}", {"type": "object"})
+
+
+def test_yaml_aliases_in_a_config_file_stop_the_workflow(tmp_path):
+  cfg = tmp_path / "config.yaml"
+  cfg.write_text((REPO / "config.yaml").read_text() + "\nx_anchor: &s [0]\nseeds: *s\n")
+  r = snakemake(tmp_path, "-n", configfile=cfg, check=False, timeout=120)
+  out = r.stdout + r.stderr
+  assert r.returncode != 0 and f"{cfg}:" in out and "YAML alias *s: aliases are refused" in out, out[-3000:]
+  assert "Traceback" not in out and not (tmp_path / "results").exists()
+
+
+def test_a_refused_basedir_stops_the_workflow_before_anything_runs(tmp_path):
+  r = snakemake(tmp_path, "-n", "--config", "basedir=../..", check=False, timeout=120)
+  out = r.stdout + r.stderr
+  assert r.returncode != 0 and "basedir '../..' is" in out and "to a folder of its own" in out, out[-3000:]
+  assert "Traceback" not in out
