@@ -8,7 +8,9 @@ and changes only what a CPU cannot do in minutes (`REHEARSAL` below):
   * the demo's model size (1 layer, hidden 128, 2 heads, intermediate 512) from a seeded random init, never the
     MLPerf checkpoint (it is BERT-large);
   * BEAM 0 (no kernel search: BEAM=1 already searches every kernel of the step, minutes on a CPU);
-  * a batch of PER_DEVICE_BATCH rows per device for training and eval, 2 eval batches an eval;
+  * a training batch of PER_DEVICE_BATCH rows per device (the profile's BERT-large batch would make a CPU step
+    take minutes); the profile's EVAL_BS, at most MAX_EVAL_PER_DEVICE rows per device (8xMI300X's 1024 would hold
+    1024 x 20 x 30522 logits) and rounded down to a multiple of the CPU devices, one eval batch an eval;
   * 12 steps with an eval every 4 (three evals), 2 warmup steps and the demo's learning rate 0.01, so the loss
     visibly falls within 12 steps (the profile's MLPerf rate for BERT-large at this batch is ~5e-5);
   * the division open (the log is not a closed-division result) and TARGET 1.0 (never reached: every eval runs).
@@ -19,9 +21,9 @@ import os
 from typing import Any
 
 PER_DEVICE_BATCH = 4
+MAX_EVAL_PER_DEVICE = 48
 # the train job's Snakemake resources in a rehearsal (the profile's are a GPU box's: 60 GB on tinybox_green)
 RESOURCES = {"mem_mb": 4000, "runtime": 30}
-EVAL_BATCHES = 2
 REHEARSAL: dict[str, Any] = {
   "DEV": "CPU", "BEAM": 0, "TRAIN_BEAM": None, "EVAL_BEAM": None,
   "BERT_LAYERS": 1, "BERT_HIDDEN_SIZE": 128, "BERT_NUM_HEADS": 2, "BERT_INTERMEDIATE_SIZE": 512,
@@ -35,12 +37,14 @@ def rehearsal_settings(platform: dict[str, Any], cpus: int | None = None) -> tup
   cpus = max(1, cpus if cpus is not None else (os.cpu_count() or 1))
   want = int(platform.get("GPUS") or 1)
   gpus = min(want, cpus)
-  out = {**platform, **REHEARSAL, "GPUS": gpus, "BS": PER_DEVICE_BATCH * gpus, "EVAL_BS": PER_DEVICE_BATCH * gpus,
-         "EVAL_SAMPLES": EVAL_BATCHES * PER_DEVICE_BATCH * gpus}
+  eval_bs = max(gpus, min(int(platform.get("EVAL_BS") or gpus), MAX_EVAL_PER_DEVICE * gpus) // gpus * gpus)
+  out = {**platform, **REHEARSAL, "GPUS": gpus, "BS": PER_DEVICE_BATCH * gpus, "EVAL_BS": eval_bs,
+         "EVAL_SAMPLES": eval_bs}
   name = platform.get("SUBMISSION_PLATFORM", "the platform")
   notes = [f"rehearsal of {name} on the CPU: DEV {platform.get('DEV')} -> CPU, BEAM {platform.get('BEAM')} -> 0, "
            f"the demo's model size, {REHEARSAL['TRAIN_STEPS']} steps with an eval every {REHEARSAL['EVAL_STEP_FREQ']}, "
-           f"BS {PER_DEVICE_BATCH} per device, division open; every other setting is the profile's"]
+           f"BS {PER_DEVICE_BATCH} per device, one eval batch of {eval_bs} an eval, division open; every other setting is "
+           f"the profile's"]
   if gpus < want:
     notes.append(f"rehearsal: GPUS {want} -> {gpus} CPU devices (this machine has {cpus} cores)")
   else:
