@@ -18,6 +18,7 @@ include: "rules/download.smk"
 include: "rules/prepare.smk"
 include: "rules/shards.smk"
 include: "rules/checkpoint.smk"
+include: "rules/preflight.smk"
 include: "rules/train.smk"
 include: "rules/audit.smk"
 

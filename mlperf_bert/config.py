@@ -97,6 +97,10 @@ def parse_text_values(doc: Any, schema: dict[str, Any]) -> Any:
   import yaml
   types = schema.get("type", [])
   types = [types] if isinstance(types, str) else types
+  if isinstance(doc, str) and doc not in schema.get("enum", [doc]):  # e.g. `preflight=true` of [auto, true, false]
+    try: parsed = yaml.safe_load(doc)
+    except yaml.YAMLError: return doc
+    return parsed if parsed in schema["enum"] else doc
   if isinstance(doc, str) and types and "string" not in types:
     try: parsed = safe_yaml(doc, "a --config value")
     except yaml.YAMLError: return doc

@@ -148,6 +148,20 @@ def initial_checkpoint(wildcards=None):
     return [B("checkpoint/model.safetensors")] if use_initial_checkpoint() else []
 
 
+def preflight_enabled():
+    """Config key `preflight` (rules/preflight.smk): auto runs the check where the platform's division is closed
+    (with the `train` overrides) and MLPerf's checkpoint is used; true always; false never."""
+    mode = config.get("preflight", "auto")
+    if mode == "auto":
+        return RESOLVED["SUBMISSION_DIVISION"] == "closed" and use_initial_checkpoint()
+    return bool(mode)
+
+
+def preflight_result(wildcards=None):
+    """The pre-flight check's JSON, an input of train when the check runs (a failed check stops the run)."""
+    return [B(f"preflight/{PLATFORM}.json")] if preflight_enabled() else []
+
+
 def train_results(wildcards=None):
     """The result logs of the configured platform and seeds (targets of `rule all`)."""
     return expand(B("results/{platform}/result_bert_{seed}.log"), platform=RUN_NAME, seed=SEEDS)

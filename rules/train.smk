@@ -11,6 +11,7 @@ rule train:
         eval_set=ancient(B("eval/eval.shard")),
         bert_config=B("download/bert_config.json"),
         init_weights=initial_checkpoint,
+        preflight=preflight_result,
     output:
         B("results/{platform}/result_bert_{seed}.log"),
     params:

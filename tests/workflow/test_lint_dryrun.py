@@ -24,6 +24,24 @@ def _train_resources(out: str) -> set[str]:
           for line in j.splitlines() if line.strip().startswith("resources:")}
 
 
+def _train_inputs(out: str) -> str:
+  """The `input:` lines of the dry run's train jobs."""
+  jobs = re.split(r"^(?=(?:local)?(?:rule|checkpoint) \w+:$)", out, flags=re.M)
+  return "\n".join(line for j in jobs if j.startswith("rule train:") for line in j.splitlines()
+                   if line.strip().startswith("input:"))
+
+
+def test_preflight_true_on_the_demo_runs_before_train(tmp_path):
+  """--config preflight=true: the check joins the demo's DAG as an input of train (without a checkpoint it only
+  reports that); preflight=false on a closed profile leaves it out."""
+  r = snakemake(tmp_path, "-n", "--config", f"basedir={tmp_path / 'base'}", "preflight=true")
+  assert _jobs(r.stdout)["preflight"] == 1 and "preflight/cpu.json" in _train_inputs(r.stdout)
+  r = snakemake(tmp_path, "--profile", str(REPO / "profiles" / "tinybox_green"), "-n", "--config",
+                f"basedir={tmp_path / 'base'}", "platform=tinybox_green", "preflight=false",
+                configfile=REPO / "config/mlperf.yaml")
+  assert "preflight" not in _jobs(r.stdout) and "preflight/" not in _train_inputs(r.stdout)
+
+
 def test_lint_is_clean(tmp_path):
   r = snakemake(tmp_path, "--lint")
   assert "Congratulations, your workflow is in a good condition!" in r.stdout + r.stderr, r.stdout + r.stderr
@@ -36,6 +54,7 @@ def test_demo_dry_run(tmp_path):
   # before the extract checkpoint has run, the DAG holds every download and the seeds' runs (topics come later)
   assert jobs["download"] == len(demo["sources"]) and jobs["train"] == len(demo["seeds"]), jobs
   assert "convert_checkpoint" not in jobs  # the demo trains from a seeded random init
+  assert "preflight" not in jobs  # preflight: auto, and the demo is open division without MLPerf's checkpoint
   assert _train_resources(r.stdout) == {"resources: tmpdir=/tmp, gpu=0, runtime=30, mem_mb=3000, mem=3 GB, mem_mib=2862"}
 
 
@@ -55,6 +74,12 @@ def test_mlperf_config_dry_run_with_each_profile(tmp_path, profile):
   if "results4" in src:
     assert jobs["r2_listing"] >= 1 and "extract" not in jobs, jobs
   assert jobs["convert_checkpoint"] == 1, jobs
+  # preflight: auto runs the checkpoint's pre-flight check on the closed-division profiles only, before train
+  plat = yaml.safe_load((REPO / "profiles" / profile / "platform.yaml").read_text())
+  closed = plat.get("SUBMISSION_DIVISION") == "closed"
+  assert jobs.get("preflight", 0) == (1 if closed else 0), jobs
+  if closed:
+    assert f"preflight/{profile}.json" in _train_inputs(r.stdout), r.stdout
   # the train job's resources are the platform file's: gpu = GPUS (0 on CPU), mem_mb and runtime from `resources:`
   plat = yaml.safe_load((REPO / "profiles" / profile / "platform.yaml").read_text())
   gpus = 0 if plat.get("DEV", "CPU").upper() == "CPU" else plat.get("GPUS", 1)

@@ -1,0 +1,168 @@
+"""The device check, one command for the day an accelerator is lent: this project's trainer and tinygrad's own
+examples/mlperf/model_train.py, one after the other on the same device with the same shapes, and their step times.
+
+  git -C <tinygrad mirror> archive e0139fafc15d9dd945eb7b6b7d97e43ca6e2f178 | tar -x -C /tmp/tg
+  .venv/bin/python bench/device_check.py /tmp/tg                      # dev_1gpu: BERT-large, HALF, BS 11, 20 steps
+  .venv/bin/python bench/device_check.py /tmp/tg --steps 4 --set DEV=CPU BEAM=0 BS=2 EVAL_BS=2 BERT_LAYERS=1 \\
+      BERT_HIDDEN_SIZE=128 BERT_NUM_HEADS=2 BERT_INTERMEDIATE_SIZE=512 CACHE_CLEAR=false     # the CPU smoke run
+
+Three processes, each with the platform's tinygrad settings (profiles/dev_1gpu/platform.yaml and --set) in its
+environment:
+  1. `python -m mlperf_bert train --phase init`: the profile's INIT phase (a throw-away INIT_BERT_LAYERS model
+     compiles the train and eval steps for INIT_BENCHMARK_STEPS steps); its wall time is printed.
+  2. `python -m mlperf_bert train --benchmark N`: N steps of the full model (BERT-large unless --set shrinks it).
+  3. tinygrad's `MODEL=bert BENCHMARK=N python examples/mlperf/model_train.py` in the checkout, with the checkout's own
+     tinygrad (its examples need it), the same DEV, GPUS, BS, float type and BEAM, and its BERT_SIZE (large, or tiny
+     for hidden 128 / 2 heads / intermediate 512) with BERT_LAYERS: train_bert's fake-data path (no RUNMLPERF), which
+     trains N steps on Tensor.empty batches of 512 tokens and 76 predictions and returns after one short eval.
+The data of 2. are synthetic shards of the same shapes (random tokens; the step time does not depend on them),
+written to a temporary folder, unless --shards and --eval name real ones (max_seq_length 512, 76 predictions).
+Printed: the machine (bench/machine.py, and the GPUs nvidia-smi or rocm-smi list), the INIT phase's seconds, each
+side's step times and their medians over the steps after the first two (compile and JIT capture), and the ratio
+this project / tinygrad (below 1.0: this project's step is faster). --json writes the figures.
+"""
+from __future__ import annotations
+import argparse, json, os, re, statistics, subprocess, sys, tempfile, time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+
+from machine import describe, machine  # noqa: E402
+from mlperf_bert.train.hparams import load_platform, resolve, tinygrad_env  # noqa: E402
+
+SEQ, PRED = 512, 76   # the shapes of train_bert's fake data (examples/mlperf/helpers.py get_fake_data_bert)
+STEP_LINE = re.compile(r"^\s*(\d+)\s+([\d.]+) ms run,", re.M)   # the step line both trainers print
+# BERT_SIZE of tinygrad's get_mlperf_bert_config: (hidden, heads, intermediate); BERT_LAYERS sets the layers
+TINYGRAD_SIZES = {"large": (1024, 16, 4096), "tiny": (128, 2, 512)}
+# the hyperparameters train_bert reads from the environment (besides tinygrad's own settings)
+TRAIN_BERT_KEYS = ("GPUS", "BS", "EVAL_BS", "OPT_BASE_LEARNING_RATE", "OPT_LAMB_BETA_1", "OPT_LAMB_BETA_2",
+                   "TRAIN_STEPS", "NUM_WARMUP_STEPS", "LOSS_SCALER", "DECAY", "EPSILON", "POLY_POWER",
+                   "DISABLE_DROPOUT", "TRAIN_BEAM", "EVAL_BEAM", "FREE_INTERMEDIATE", "BERT_LAYERS")
+
+
+def gpus_listed() -> str:
+  """The accelerators nvidia-smi or rocm-smi list (one line), or 'none listed'."""
+  for cmd in (["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
+              ["rocm-smi", "--showproductname"]):
+    try: out = subprocess.run(cmd, capture_output=True, text=True, timeout=30, check=False).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired): continue
+    if out: return "; ".join(l.strip() for l in out.splitlines() if l.strip())
+  return "none listed"
+
+
+def tinygrad_size(hp: dict) -> str:
+  dims = (hp.get("BERT_HIDDEN_SIZE") or 1024, hp.get("BERT_NUM_HEADS") or 16, hp.get("BERT_INTERMEDIATE_SIZE") or 4096)
+  for name, d in TINYGRAD_SIZES.items():
+    if d == dims: return name
+  sys.exit(f"device_check.py: hidden/heads/intermediate {dims}: tinygrad's model_train.py has only BERT_SIZE "
+           f"large {TINYGRAD_SIZES['large']} or tiny {TINYGRAD_SIZES['tiny']}; set BERT_HIDDEN_SIZE, BERT_NUM_HEADS and "
+           f"BERT_INTERMEDIATE_SIZE to one of them")
+
+
+def synthetic_data(folder: Path, rows: int, eval_rows: int, vocab: int) -> tuple[Path, Path]:
+  """A training shard and an eval set of random full-length rows of SEQ tokens and PRED predictions."""
+  import numpy as np
+  from mlperf_bert.data.shards import write_shard
+  rng = np.random.default_rng(0)
+
+  def instances(n):
+    for _ in range(n):
+      la = int(rng.integers(SEQ // 4, SEQ // 2))
+      ids = rng.integers(1000, vocab, SEQ)
+      ids[0], ids[la - 1], ids[-1] = 101, 102, 102
+      pos = np.sort(rng.choice(np.arange(1, SEQ - 1), PRED, replace=False))
+      labels = ids[pos].copy()
+      ids[pos] = 103
+      yield {"input_ids": ids, "segment_ids": [0] * la + [1] * (SEQ - la), "masked_lm_positions": pos,
+             "masked_lm_ids": labels, "next_sentence_label": int(rng.integers(0, 2))}
+
+  train, ev = folder / "part-00000-of-00001.shard", folder / "eval.shard"
+  write_shard(train, instances(rows), max_seq_length=SEQ, max_predictions_per_seq=PRED)
+  write_shard(ev, instances(eval_rows), max_seq_length=SEQ, max_predictions_per_seq=PRED)
+  return train, ev
+
+
+def run(name: str, cmd: list[str], env: dict, cwd: Path, timeout: int) -> tuple[str, float]:
+  """Run one side to its end; (its output, wall seconds). A failure ends the check with the side's last lines."""
+  print(f"== {name}: {' '.join(cmd)}", flush=True)
+  st = time.perf_counter()
+  try: p = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False)
+  except subprocess.TimeoutExpired: sys.exit(f"device_check.py: {name} ran past --timeout {timeout} s")
+  secs = time.perf_counter() - st
+  out = p.stdout + p.stderr
+  if p.returncode != 0: sys.exit(f"device_check.py: {name} failed (exit {p.returncode}):\n{out[-4000:]}")
+  return out, secs
+
+
+def step_ms(out: str, name: str, steps: int) -> list[float]:
+  ms = [float(m.group(2)) for m in STEP_LINE.finditer(out)]
+  if len(ms) != steps: sys.exit(f"device_check.py: {name} printed {len(ms)} step lines, expected {steps}:\n{out[-3000:]}")
+  return ms
+
+
+def main() -> None:
+  ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  ap.add_argument("checkout", type=Path, help="a tinygrad work tree (e.g. git archive of e0139fa)")
+  ap.add_argument("--platform-file", type=Path, default=REPO / "profiles" / "dev_1gpu" / "platform.yaml")
+  ap.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="override platform keys (both sides)")
+  ap.add_argument("--steps", type=int, default=20, help="train steps per side (BENCHMARK); at least 3")
+  ap.add_argument("--shards", nargs="+", help="real training shards (512 / 76); default: synthetic ones")
+  ap.add_argument("--eval", help="the eval set for --shards")
+  ap.add_argument("--bert-config", type=Path, default=REPO / "resources" / "demo" / "bert_config.json")
+  ap.add_argument("--timeout", type=int, default=3600, help="seconds each side may run")
+  ap.add_argument("--json", type=Path, help="also write the figures as JSON here")
+  a = ap.parse_args()
+  co = a.checkout.resolve()
+  if not (co / "examples" / "mlperf" / "model_train.py").is_file():
+    sys.exit(f"device_check.py: {co}: no examples/mlperf/model_train.py; pass a tinygrad work tree (see --help)")
+  if a.steps < 3: sys.exit("device_check.py: --steps must be at least 3 (the first two compile and capture)")
+  if bool(a.shards) != bool(a.eval): sys.exit("device_check.py: --shards and --eval go together")
+  import yaml
+  over = {k.strip(): yaml.safe_load(v) for k, v in (s.split("=", 1) for s in a.set)}
+  hp = resolve(load_platform(a.platform_file), over, seed=0, eval_examples=10000)
+  size = tinygrad_size(hp)  # before anything runs: a size tinygrad's side cannot build ends the check here
+  info = machine()
+  print(f"machine: {describe(info)}; accelerators: {gpus_listed()}")
+  print(f"platform {a.platform_file.name} of {a.platform_file.parent.name} with {over or 'no overrides'}: DEV={hp['DEV']} "
+        f"GPUS={hp['GPUS']} BS={hp['BS']} {hp['FLOAT']} BEAM={hp.get('BEAM')}; {a.steps} steps; seq {SEQ}, {PRED} predictions")
+  base_env = {k: v for k, v in os.environ.items() if k not in ("BENCHMARK", "PYTHONPATH")}
+  env = {**base_env, **tinygrad_env(hp), "PYTHONPATH": str(REPO)}
+  with tempfile.TemporaryDirectory(prefix="device_check_") as tmp:
+    tmp = Path(tmp)
+    if a.shards: shards, ev = a.shards, a.eval
+    else:
+      from mlperf_bert.train.model import BertConfig
+      train, ev = synthetic_data(tmp, hp["BS"] * (a.steps + 4), max(hp["EVAL_BS"], 8),
+                                 BertConfig.from_json(a.bert_config).vocab_size)
+      shards = [str(train)]
+    ours = [sys.executable, "-m", "mlperf_bert", "train", "--platform-file", str(a.platform_file.resolve()),
+            "--set", *a.set, "--shards", *map(str, shards), "--eval", str(ev), "--bert-config", str(a.bert_config.resolve()),
+            "--max-seq-length", str(SEQ), "--max-predictions-per-seq", str(PRED), "--out", str(tmp / "r.log"),
+            "--ckpt-dir", str(tmp / "ck")]
+    _, init_s = run("this project, INIT phase", ours + ["--phase", "init"], env, REPO, a.timeout)
+    out, ours_s = run(f"this project, {a.steps} steps", ours + ["--benchmark", str(a.steps)], env, REPO, a.timeout)
+    ours_ms = step_ms(out, "this project", a.steps)
+    tg_env = {**base_env, **tinygrad_env(hp), "PYTHONPATH": str(co), "MODEL": "bert", "BENCHMARK": str(a.steps),
+              "BERT_SIZE": size, "BERT_LAYERS": str(hp.get("BERT_LAYERS") or 24)}
+    tg_env.update({k: str(int(hp[k]) if isinstance(hp[k], bool) else hp[k]) for k in TRAIN_BERT_KEYS
+                   if hp.get(k) is not None})
+    out, tg_s = run(f"tinygrad's model_train.py, BENCHMARK={a.steps}", [sys.executable, "examples/mlperf/model_train.py"],
+                    tg_env, co, a.timeout)
+    tg_ms = step_ms(out, "tinygrad's model_train.py", a.steps)
+  med_ours, med_tg = statistics.median(ours_ms[2:]), statistics.median(tg_ms[2:])
+  res = {"machine": info, "accelerators": gpus_listed(), "platform_file": str(a.platform_file), "overrides": over,
+         "steps": a.steps, "seq": SEQ, "pred": PRED, "init_phase_s": init_s, "ours_step_ms": ours_ms,
+         "tinygrad_step_ms": tg_ms, "ours_median_ms": med_ours, "tinygrad_median_ms": med_tg,
+         "ratio": med_ours / med_tg, "ours_process_s": ours_s, "tinygrad_process_s": tg_s,
+         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+  print(f"INIT phase (this project): {init_s:.1f} s")
+  print(f"this project: median step {med_ours:.2f} ms over steps 2..{a.steps - 1} (first {ours_ms[0]:.0f} ms)")
+  print(f"tinygrad model_train.py: median step {med_tg:.2f} ms over steps 2..{a.steps - 1} (first {tg_ms[0]:.0f} ms)")
+  print(f"ratio this project / tinygrad: {res['ratio']:.3f}")
+  if a.json: a.json.write_text(json.dumps(res, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+  main()
