@@ -159,7 +159,7 @@ def preflight_enabled():
 
 def preflight_result(wildcards=None):
     """The pre-flight check's JSON, an input of train when the check runs (a failed check stops the run)."""
-    return [B(f"preflight/{PLATFORM}.json")] if preflight_enabled() else []
+    return [B(f"preflight/{RUN_NAME}.json")] if preflight_enabled() else []
 
 
 def train_results(wildcards=None):

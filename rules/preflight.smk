@@ -25,6 +25,6 @@ rule preflight:
         mem_mb=TRAIN_RESOURCES["mem_mb"],
         runtime=TRAIN_RESOURCES["runtime"],
     wildcard_constraints:
-        platform=re.escape(PLATFORM),
+        platform=re.escape(RUN_NAME),
     script:
         "../workflow/scripts/preflight.py"
