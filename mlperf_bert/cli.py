@@ -287,7 +287,8 @@ def _add_audit(sub) -> None:
   p.add_argument("--workdir", metavar="DIR", help="basedir audits: the directory Snakemake ran in (its .snakemake/ "
                  "metadata; default: the workflow directory)")
   p.add_argument("--configfile", action="append", metavar="FILE", help="basedir audits: config file(s) the run used")
-  p.add_argument("--config", action="append", metavar="KEY=VALUE", help="basedir audits: config overrides the run used")
+  p.add_argument("--config", action="extend", nargs="+", metavar="KEY=VALUE",
+                 help="basedir audits: config overrides the run used (as snakemake --config: several after one flag)")
   p.add_argument("--no-dry-run", action="store_true", help="basedir audits: skip Snakemake's dry run")
   p.set_defaults(func=_cmd_audit)
 
