@@ -286,10 +286,12 @@ for what in C["plan"]:
     row = {"step": i}
     if C["pre_losses"]:
       Tensor.training = False
-      lm, sr = model(d["input_ids"], d["input_mask"], d["masked_lm_positions"], d["segment_ids"])
+      dp = batch(f"train{i}")  # tensors of their own: train_step_bert shards d itself
+      for t in dp.values(): t.shard_(GPUS, axis=0) if len(GPUS) > 1 else t.to_(GPUS[0])
+      lm, sr = model(dp["input_ids"], dp["input_mask"], dp["masked_lm_positions"], dp["segment_ids"])
       dt.update(lm_logits=str(lm.dtype), seq_relationship_logits=str(sr.dtype))
-      mlm_t = model.sparse_categorical_crossentropy(lm, d["masked_lm_ids"], ignore_index=d["masked_lm_weights"])
-      nsp_t = sr.binary_crossentropy_logits(d["next_sentence_labels"])
+      mlm_t = model.sparse_categorical_crossentropy(lm, dp["masked_lm_ids"], ignore_index=dp["masked_lm_weights"])
+      nsp_t = sr.binary_crossentropy_logits(dp["next_sentence_labels"])
       dt.update(masked_lm_loss=str(mlm_t.dtype), next_sentence_loss=str(nsp_t.dtype))
       row.update(masked_lm_loss=num(mlm_t), next_sentence_loss=num(nsp_t))
     Tensor.training = True
