@@ -25,6 +25,8 @@ and `PolynomialDecayWithWarmup`, and `eval_step_bert` on the eval batches, and w
                      used, the LR train_step_bert returns, the global grad norm; the eval metrics;
   weights.npz        after step 5: every weight tensor in full except the two large vocab/position tables,
                      of which a fixed set of rows is kept (plus float64 sum and sum of squares of each tensor).
+`--case NAME` (repeatable; default all) also records the extra cases of CASES below (HALF, two devices, an eval in
+between with and without FREE_INTERMEDIATE) into subfolders, from those same weights and batches.
 """
 from __future__ import annotations
 import argparse, hashlib, json, os, subprocess, sys, zlib
