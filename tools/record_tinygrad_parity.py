@@ -25,6 +25,8 @@ and `PolynomialDecayWithWarmup`, and `eval_step_bert` on the eval batches, and w
                      used, the LR train_step_bert returns, the global grad norm; the eval metrics;
   weights.npz        after step 5: every weight tensor in full except the two large vocab/position tables,
                      of which a fixed set of rows is kept (plus float64 sum and sum of squares of each tensor).
+`--case NAME` (repeatable; default all) also records the extra cases of CASES below (HALF, two devices, an eval in
+between with and without FREE_INTERMEDIATE) into subfolders, from those same weights and batches.
 """
 from __future__ import annotations
 import argparse, hashlib, json, os, subprocess, sys, zlib
@@ -117,7 +119,7 @@ def write_inputs(out: Path, shards: Path, eval_path: Path) -> None:
 
 # Runs inside the tinygrad checkout (its own tinygrad package on PYTHONPATH). This is this project's driver
 # code calling tinygrad's functions; it copies none of them.
-CHILD = r'''
+CHILD_MODEL = r'''
 import json, os, sys
 import numpy as np
 out = sys.argv[1]; S = json.loads(sys.argv[2])
@@ -146,11 +148,14 @@ for name, t in init.items():
   seen.add(key)
 missing = [k for k in sd if k not in seen and k != "cls.predictions.embedding_weight"]
 assert not missing, missing
-batches = np.load(os.path.join(out, "batches.npz"))
+batches = np.load(os.path.join(sys.argv[3] if len(sys.argv) > 3 else out, "batches.npz"))
 def batch(prefix):  # as tinygrad's loader hands them over: per-sample dicts of (1, ...) arrays -> process_batch_bert
   n = batches[f"{prefix}/input_ids"].shape[0]
   return process_batch_bert([{k: batches[f"{prefix}/{k}"][i:i+1] for k in FEATURES} for i in range(n)])
 
+'''
+
+CHILD_OPTIM = r'''
 params_no_wd = [v for k, v in sd.items() if "bias" in k or "LayerNorm" in k]
 params = [x for x in dict.fromkeys(sd.values()) if x not in set(params_no_wd)]
 lr = S["OPT_BASE_LEARNING_RATE"]
@@ -159,6 +164,9 @@ opt_no = LAMB(params_no_wd, lr=lr, b1=S["OPT_LAMB_BETA_1"], b2=S["OPT_LAMB_BETA_
 opt = OptimizerGroup(opt_wd, opt_no)
 sch = LRSchedulerGroup(PolynomialDecayWithWarmup(opt_wd, lr, 0, S["TRAIN_STEPS"], S["NUM_WARMUP_STEPS"], power=S["POLY_POWER"]),
                        PolynomialDecayWithWarmup(opt_no, lr, 0, S["TRAIN_STEPS"], S["NUM_WARMUP_STEPS"], power=S["POLY_POWER"]))
+'''
+
+CHILD = CHILD_MODEL + CHILD_OPTIM + r'''
 GPUS = [f"{Tensor([0]).device}"]
 steps = []
 for i in range(S["STEPS"]):
@@ -213,6 +221,158 @@ json.dump({"steps": steps, "eval": evals,
 '''
 
 
+# The extra cases (subfolders of the fixture): the fp32 case's initial weights and batches (batches.npz,
+# eval_batches.npz of the fixture root), other settings. `float`: DEFAULT_FLOAT (and SUM_DTYPE) of tinygrad;
+# `gpus`: devices train_bert's way ([f"{Device.DEFAULT}:{i}"], parameters replicated with to_, every batch tensor
+# shard_ on axis 0 by train_step_bert itself); `plan`: t = a train step, e = an eval over EVAL_BATCHES batches as
+# train_bert runs it (FREE_INTERMEDIATE: train_step_bert.captured.free_intermediates() before, eval_step_bert's
+# after, as train_bert at e0139fa does by default); `pre_losses`: also the masked-LM / next-sentence losses at the
+# weights before each update (an extra forward outside the jit; off where the eval-in-between must run as
+# train_bert does, nothing else in between).
+CASES = {
+  "half": {"float": "HALF", "sum_dtype": "HALF", "gpus": 1, "loss_scaler": 2.0 ** 11, "plan": "ttttte",
+           "free_intermediate": False, "pre_losses": True},
+  "gpus2": {"float": "FLOAT", "sum_dtype": None, "gpus": 2, "loss_scaler": 1.0, "plan": "ttttte",
+            "free_intermediate": False, "pre_losses": True},
+  "eval-between": {"float": "FLOAT", "sum_dtype": None, "gpus": 1, "loss_scaler": 1.0, "plan": "tttette",
+                   "free_intermediate": True, "pre_losses": False},
+  # the same with FREE_INTERMEDIATE=0: the continuation the eval should leave alone
+  "eval-between-kept": {"float": "FLOAT", "sum_dtype": None, "gpus": 1, "loss_scaler": 1.0, "plan": "tttette",
+                        "free_intermediate": False, "pre_losses": False},
+}
+SAMPLED = 64  # elements of each weight tensor kept in a case's weights.npz (plus float64 sum and sum of squares)
+
+
+def sampled_index(name: str, size: int) -> np.ndarray:
+  """Fixed flat indices of a tensor kept in a case's weights.npz (the same on both sides)."""
+  rng = np.random.Generator(np.random.PCG64([4321, zlib.crc32(name.encode())]))
+  return np.sort(rng.choice(size, size=min(SAMPLED, size), replace=False)).astype(np.int64)
+
+
+CHILD_DEVICES = r"""
+C = json.loads(sys.argv[4])
+from tinygrad import Device
+from tinygrad.nn.state import get_parameters
+from tools.record_tinygrad_parity import sampled_index
+GPUS = [f"{Device.DEFAULT}:{i}" for i in range(C["gpus"])]
+for x in GPUS: Device[x]
+if len(GPUS) > 1:
+  for p in get_parameters(model): p.to_(GPUS)
+"""
+
+CHILD_CASE = r"""
+# memoryview has no fp16 format before Python 3.12: a half scalar is read through a cast (outside the jitted steps)
+def num(t): return (t.cast(dtypes.float32) if t.dtype.itemsize == 2 else t).item()
+ev = np.load(os.path.join(sys.argv[3], "eval_batches.npz"))
+def ebatch(j):
+  n = ev[f"evalx{j}/input_ids"].shape[0]
+  return process_batch_bert([{k: ev[f"evalx{j}/{k}"][i:i+1] for k in FEATURES} for i in range(n)])
+state = {f"model/{k}": v for k, v in sd.items()}
+for g, o in (("wd", opt_wd), ("no_wd", opt_no)):
+  state.update({f"optim_{g}/m{i}": t for i, t in enumerate(o.m)}); state.update({f"optim_{g}/v{i}": t for i, t in enumerate(o.v)})
+  state.update({f"optim_{g}/b1_t": o.b1_t, f"optim_{g}/b2_t": o.b2_t, f"optim_{g}/lr": o.lr})
+def bufs_of(t):
+  b = t.uop.base.realized
+  return [b] if not hasattr(b, "bufs") else list(b.bufs)
+def freed_by(jit):  # what CapturedJit.free_intermediates() deallocates (its own update_depends), before it runs
+  from tinygrad.engine.jit import update_depends
+  dep = set([None]); update_depends(dep, jit.captured.jit_cache); dep.discard(None)
+  names = sorted(k for k, t in state.items() if any(b in dep for b in bufs_of(t)))
+  return {"buffers": len(dep), "bytes": int(sum(b.nbytes for b in dep)), "state_tensors_freed": names}
+dt = {"params": sorted({str(t.dtype) for t in sd.values()})}
+steps, evals, frees, i = [], [], [], 0
+lr_used = num(opt_wd.lr)
+for what in C["plan"]:
+  if what == "t":
+    d = batch(f"train{i}")
+    row = {"step": i}
+    if C["pre_losses"]:
+      Tensor.training = False
+      dp = batch(f"train{i}")  # tensors of their own: train_step_bert shards d itself
+      for t in dp.values(): t.shard_(GPUS, axis=0) if len(GPUS) > 1 else t.to_(GPUS[0])
+      lm, sr = model(dp["input_ids"], dp["input_mask"], dp["masked_lm_positions"], dp["segment_ids"])
+      dt.update(lm_logits=str(lm.dtype), seq_relationship_logits=str(sr.dtype))
+      mlm_t = model.sparse_categorical_crossentropy(lm, dp["masked_lm_ids"], ignore_index=dp["masked_lm_weights"])
+      nsp_t = sr.binary_crossentropy_logits(dp["next_sentence_labels"])
+      dt.update(masked_lm_loss=str(mlm_t.dtype), next_sentence_loss=str(nsp_t.dtype))
+      row.update(masked_lm_loss=num(mlm_t), next_sentence_loss=num(nsp_t))
+    Tensor.training = True
+    loss, norm, lr_ret = train_step_bert(model, opt, sch, C["loss_scaler"], GPUS, 1, **{f"{k}0": v for k, v in d.items()})
+    dt.update(loss=str(loss.dtype), grads=sorted({str(t.grad.dtype) for t in opt.params if t.grad is not None}))
+    row.update(loss=num(loss), lr=lr_used, lr_returned=num(lr_ret), global_norm=num(norm))
+    lr_used = row["lr_returned"]
+    steps.append(row); print(json.dumps(row), flush=True)
+    i += 1
+    continue
+  free = C["free_intermediate"] and train_step_bert.captured is not None
+  if free:
+    frees.append({"after_step": i, "jit": "train_step_bert", **freed_by(train_step_bert)})
+    train_step_bert.captured.free_intermediates()
+  Tensor.training = False
+  accs = []
+  for j in range(S["EVAL_BATCHES"]):
+    e = ebatch(j)
+    acc, nsp_acc, lm_loss, nsp_loss = eval_step_bert(model, e["input_ids"], e["segment_ids"], e["input_mask"],
+        e["masked_lm_positions"], e["masked_lm_ids"], e["masked_lm_weights"], e["next_sentence_labels"], GPUS)
+    accs.append({"masked_lm_accuracy": num(acc), "next_sentence_accuracy": num(nsp_acc),
+                 "masked_lm_loss": num(lm_loss), "next_sentence_loss": num(nsp_loss)})
+  if C["free_intermediate"] and eval_step_bert.captured is not None:
+    frees.append({"after_step": i, "jit": "eval_step_bert", **freed_by(eval_step_bert)})
+    eval_step_bert.captured.free_intermediates()
+  evals.append({"after_step": i, "batches": accs,
+                "mean_masked_lm_accuracy": sum(a["masked_lm_accuracy"] for a in accs) / len(accs)})
+  print(json.dumps(evals[-1]), flush=True)
+w = {}
+for name in init:
+  key, tr = tinygrad_name(name)
+  t = sd[key]
+  arr = (t.to(t.device[0]) if isinstance(t.device, tuple) else t).numpy()
+  arr = arr.T if tr else arr
+  w[f"sum/{name}"] = np.array(arr.astype(np.float64).sum())
+  w[f"sumsq/{name}"] = np.array((arr.astype(np.float64) ** 2).sum())
+  w[f"value/{name}"] = np.ascontiguousarray(arr.reshape(-1)[sampled_index(name, arr.size)])
+np.savez_compressed(os.path.join(out, "weights.npz"), **w)
+json.dump({"steps": steps, "evals": evals, "free_intermediates": frees, "dtypes": dt,
+           "devices": [str(g) for g in GPUS], "param_device": str(sd["bert.embeddings.word_embeddings.weight"].device)},
+          open(os.path.join(out, "expected_run.json"), "w"), indent=1)
+"""
+
+
+def record_case(co: Path, root: Path, name: str, commit: str | None) -> None:
+  """One extra case into root/name/: expected.json and weights.npz (the fixture's fp32 inputs must exist)."""
+  from safetensors.numpy import save_file
+  c = CASES[name]
+  out = root / name
+  out.mkdir(parents=True, exist_ok=True)
+  w = init_weights()
+  if weights_digest(w) != (root / "init.sha256").read_text().strip():
+    raise SystemExit(f"{root}/init.sha256: init_weights() no longer makes those weights; record the fp32 case first")
+  save_file(w, str(out / "init.safetensors"), metadata={"seed": str(SETTINGS["SEED"])})
+  env = child_env(co)
+  env.update(DEFAULT_FLOAT=c["float"], **({"SUM_DTYPE": c["sum_dtype"]} if c["sum_dtype"] else {}))
+  prog = CHILD_MODEL + CHILD_DEVICES + CHILD_OPTIM + CHILD_CASE
+  try:
+    subprocess.run([sys.executable, "-c", prog, str(out), json.dumps(SETTINGS), str(root), json.dumps(c)],
+                   cwd=co, env=env, check=True)
+  finally:
+    (out / "init.safetensors").unlink()
+  run = json.loads((out / "expected_run.json").read_text())
+  (out / "expected_run.json").unlink()
+  expected = {"tinygrad_commit": commit, "case": name, "settings": SETTINGS, "case_settings": c, "device": "CPU",
+              "dropout": "off", **run}
+  (out / "expected.json").write_text(json.dumps(expected, indent=1) + "\n")
+  print(f"wrote {out}/{{expected.json,weights.npz}}")
+
+
+def child_env(co: Path) -> dict[str, str]:
+  s = SETTINGS
+  drop = ("DEV", "DEFAULT_FLOAT", "SUM_DTYPE", "BEAM", "USE_ATOMICS", "PYTHONPATH", "GPUS", "FREE_INTERMEDIATE", "RESET_STEP")
+  env = {k: v for k, v in os.environ.items() if k not in drop}
+  env.update(PYTHONPATH=str(co), PARITY_REPO=str(REPO), CPU="1", DEV="CPU", BERT_SIZE="tiny",
+             BERT_LAYERS=str(s["BERT_LAYERS"]), DISABLE_DROPOUT="1", JIT="1")
+  return env
+
+
 def main(argv=None) -> int:
   ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   ap.add_argument("checkout", type=Path, help="a tinygrad work tree (the commit is read from --commit or git)")
@@ -220,6 +380,9 @@ def main(argv=None) -> int:
   ap.add_argument("--shards", type=Path, default=REPO / "results/demo/shards")
   ap.add_argument("--eval", type=Path, default=REPO / "results/demo/eval/eval.shard")
   ap.add_argument("--commit", default=None, help="the tinygrad commit the checkout was made from (recorded)")
+  ap.add_argument("--case", action="append", choices=["fp32", *CASES], default=None,
+                  help="what to record (repeatable; default: all). fp32 (the fixture root) reads the demo shards; "
+                       "the others reuse the root's init.sha256, batches.npz and eval_batches.npz")
   a = ap.parse_args(argv)
   co = a.checkout.resolve()
   if not (co / "examples/mlperf/model_train.py").is_file() or not (co / "extra/models/bert.py").is_file():
@@ -228,23 +391,26 @@ def main(argv=None) -> int:
     return 2
   a.out = a.out.resolve()
   a.out.mkdir(parents=True, exist_ok=True)
-  write_inputs(a.out, a.shards, a.eval)
-  s = SETTINGS
-  env = {k: v for k, v in os.environ.items() if k not in ("DEV", "DEFAULT_FLOAT", "BEAM", "USE_ATOMICS", "PYTHONPATH")}
-  env.update(PYTHONPATH=str(co), PARITY_REPO=str(REPO), CPU="1", DEV="CPU", BERT_SIZE="tiny",
-             BERT_LAYERS=str(s["BERT_LAYERS"]), DISABLE_DROPOUT="1", JIT="1")
-  subprocess.run([sys.executable, "-c", CHILD, str(a.out), json.dumps(s)], cwd=co, env=env, check=True)
-  run = json.loads((a.out / "expected_run.json").read_text())
-  (a.out / "expected_run.json").unlink()
-  (a.out / "init.safetensors").unlink()  # 17 MB: regenerated by init_weights(), checked against init.sha256
   commit = a.commit
   if commit is None and (co / ".git").exists():
     commit = subprocess.run(["git", "-C", str(co), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
-  expected = {"tinygrad_commit": commit, "settings": s, "device": "CPU", "dtype": "float32", "dropout": "off", **run}
-  (a.out / "expected.json").write_text(json.dumps(expected, indent=1) + "\n")
-  print(f"wrote {a.out}/{{init.sha256,batches.npz,eval_batches.npz,weights.npz,expected.json}}")
+  cases = a.case or ["fp32", *CASES]
+  if "fp32" in cases: record_fp32(co, a.out, a.shards, a.eval, commit)
+  for name in cases:
+    if name != "fp32": record_case(co, a.out, name, commit)
   return 0
 
+
+def record_fp32(co: Path, out: Path, shards: Path, eval_path: Path, commit: str | None) -> None:
+  write_inputs(out, shards, eval_path)
+  s = SETTINGS
+  subprocess.run([sys.executable, "-c", CHILD, str(out), json.dumps(s)], cwd=co, env=child_env(co), check=True)
+  run = json.loads((out / "expected_run.json").read_text())
+  (out / "expected_run.json").unlink()
+  (out / "init.safetensors").unlink()  # 17 MB: regenerated by init_weights(), checked against init.sha256
+  expected = {"tinygrad_commit": commit, "settings": s, "device": "CPU", "dtype": "float32", "dropout": "off", **run}
+  (out / "expected.json").write_text(json.dumps(expected, indent=1) + "\n")
+  print(f"wrote {out}/{{init.sha256,batches.npz,eval_batches.npz,weights.npz,expected.json}}")
 
 if __name__ == "__main__":
   raise SystemExit(main())

@@ -6,7 +6,7 @@ step before each eval and on the eval step after it, so that the eval's buffers 
 the same kernel. In this project's train step that set holds, besides the real intermediates (activations,
 gradients, the returned loss), every weight of the model (LAMB's update writes each weight from a kernel that does
 not read it), both LAMB groups' learning-rate tensors (assigned from the schedule) and tinygrad's RNG counter
-(docs/parity.md, row 20). After the eval the next step reallocates them as new, uninitialized memory: on CPU that
+(docs/parity.md, rows 21-22). After the eval the next step reallocates them as new, uninitialized memory: on CPU that
 memory reads as zeros, so the model restarted from zero weights (the loss back at ln(30522) + ln 2 = 11.02) with a
 zero learning rate, and under HALF it diverged. tinygrad itself turned the setting off for BERT after v5.1
 (6cad622f59, PR 13684: it hung on tinybox green after 90 minutes).
