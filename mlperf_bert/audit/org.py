@@ -143,8 +143,10 @@ def _compare_scores(audit: Audit, org: str, mine: dict, summ: dict) -> None:
       audit.add("FAIL", "score", system, "no olympic score: needs 10 logs with at most 1 not converged"
                 + (f" (result_summarizer: {theirs:.2f})" if theirs is not None else ""))
     elif theirs is None:
-      audit.add("WARN", "score", system, f"{scaled:.2f} min; result_summarizer gave no score for {system} (it skips "
-                "systems without a valid systems json)")
+      tail = [l.strip() for l in summ.get("output", "").splitlines() if l.strip()][-1:] or [""]
+      why = (f"it stopped with exit status {summ['returncode']}: {tail[0][:200]}" if summ.get("returncode")
+             else "it skips systems without a valid systems json")
+      audit.add("WARN", "score", system, f"{scaled:.2f} min; result_summarizer gave no score for {system} ({why})")
     elif not math.isclose(scaled, theirs, rel_tol=1e-9, abs_tol=1e-9):
       audit.add("FAIL", "score", system, f"{scaled:.4f} min ({how}) differs from result_summarizer's {theirs:.4f}")
     else:
