@@ -1,7 +1,7 @@
 """mlperf-logging's checkers (compliance, system description, RCP, result summarizer, package checker), called the way
 their `python -m` entry points call them, returning verdicts and one-line reasons."""
 from __future__ import annotations
-import contextlib, csv, json, logging, os, re, shutil, subprocess, sys, tempfile
+import contextlib, csv, json, logging, os, re, subprocess, sys, tempfile
 from pathlib import Path
 from typing import Iterator
 
@@ -11,11 +11,13 @@ from mlperf_logging.rcp_checker import rcp_checker
 from mlperf_logging.system_desc_checker import system_desc_checker
 
 from mlperf_bert.constants import RULESET
+from mlperf_bert.audit.untrusted import MAX_COPY_BYTES, MAX_COPY_FILES, MAX_JSON_BYTES, problem, safe_copy
 
 # ----------------------------------------------------------------------------------------------------------------
 # mlperf-logging's checkers, called the way their `python -m` entry points call them, returning verdicts + reasons
 # ----------------------------------------------------------------------------------------------------------------
 USAGE = "training"
+TOOL_TIMEOUT_S = 1800   # result_summarizer / package_checker on one org's copy (the largest published: ~40 s)
 
 
 class _Collect(logging.Handler):
@@ -112,12 +114,32 @@ def rcp_check(bert_dir: str | os.PathLike, ruleset: str = RULESET) -> tuple[bool
 
 
 def _copy_package(org_dir: Path, dest: Path) -> Path:
-  """Copy an org's systems/ and results/ (and benchmarks/ if present) into dest/<org>."""
+  """Copy an org's BERT parts (results/*/bert, systems/*.json, benchmarks/bert) into dest/<org>: regular files
+  only, never following a symlink out of the org nor reading a FIFO or device (see untrusted.safe_copy)."""
   out = dest / org_dir.name
-  for sub in ("systems", "results", "benchmarks"):
-    if (org_dir / sub).is_dir():
-      shutil.copytree(org_dir / sub, out / sub, symlinks=False)
+  budget = [MAX_COPY_FILES, MAX_COPY_BYTES]
+  out.mkdir(parents=True)
+  results, systems = org_dir / "results", org_dir / "systems"
+  if problem(results, org_dir, want="dir") is None:
+    for sysdir in sorted(results.iterdir()):
+      safe_copy(sysdir / "bert", out / "results" / sysdir.name / "bert", org_dir, budget)
+  if problem(systems, org_dir, want="dir") is None:
+    for f in sorted(systems.glob("*.json")):
+      if problem(f, org_dir, max_bytes=MAX_JSON_BYTES) is None:
+        safe_copy(f, out / "systems" / f.name, org_dir, budget)
+  if (org_dir / "benchmarks" / "bert").is_dir():
+    safe_copy(org_dir / "benchmarks" / "bert", out / "benchmarks" / "bert", org_dir, budget)
   return out
+
+
+def _run_tool(args: list[str], cwd: Path) -> tuple[int, str]:
+  """`python -m ARGS` in cwd, bounded by TOOL_TIMEOUT_S: (exit status, stdout + stderr)."""
+  try:
+    p = subprocess.run([sys.executable, "-m", *args], cwd=cwd, capture_output=True, text=True, errors="replace",
+                       timeout=TOOL_TIMEOUT_S)
+  except subprocess.TimeoutExpired:
+    return 124, f"ERROR - {args[0]} did not finish in {TOOL_TIMEOUT_S} s"
+  return p.returncode, p.stdout + p.stderr
 
 
 def result_summarizer(org_dir: str | os.PathLike, ruleset: str = RULESET) -> dict:
@@ -127,8 +149,8 @@ def result_summarizer(org_dir: str | os.PathLike, ruleset: str = RULESET) -> dic
   with tempfile.TemporaryDirectory(prefix="mlperf-summarizer-") as tmp:
     tmp = Path(tmp)
     copy = _copy_package(org_dir, tmp / "pkg")
-    p = subprocess.run([sys.executable, "-m", "mlperf_logging.result_summarizer", str(copy), USAGE, ruleset,
-                        "--csv", str(tmp / "summary.csv")], cwd=tmp, capture_output=True, text=True)
+    rc, out = _run_tool(["mlperf_logging.result_summarizer", str(copy), USAGE, ruleset, "--csv",
+                         str(tmp / "summary.csv")], tmp)
     scores, rcp = {}, {}
     for name, key in (("summary.csv", "bert"), ("summary_detailed.csv", "bert:RCP")):
       f = tmp / name
@@ -142,7 +164,7 @@ def result_summarizer(org_dir: str | os.PathLike, ruleset: str = RULESET) -> dic
             scores[system] = float(v) if v not in (None, "") else None
           else:
             rcp[system] = v or ""
-    return {"scores": scores, "rcp": rcp, "returncode": p.returncode, "output": p.stdout + p.stderr}
+    return {"scores": scores, "rcp": rcp, "returncode": rc, "output": out}
 
 
 def package_checker(org_dir: str | os.PathLike, ruleset: str = RULESET, *, in_place: bool = False,
@@ -154,12 +176,10 @@ def package_checker(org_dir: str | os.PathLike, ruleset: str = RULESET, *, in_pl
     tmp = Path(tmp)
     target = org_dir.resolve() if in_place else _copy_package(org_dir, tmp / "pkg")
     log = Path(log_output).resolve() if log_output else tmp / "package_checker.log"
-    p = subprocess.run([sys.executable, "-m", "mlperf_logging.package_checker", str(target), USAGE, ruleset,
-                        "--log_output", str(log)], cwd=tmp, capture_output=True, text=True)
-    out = p.stdout + p.stderr
+    rc, out = _run_tool(["mlperf_logging.package_checker", str(target), USAGE, ruleset, "--log_output", str(log)], tmp)
     if not in_place:  # name the audited package in the messages, not the temporary copy
       out = out.replace(str(target), str(org_dir))
-  passed = p.returncode == 0 and "PACKAGE CHECKER FOUND NO ERRORS" in out
+  passed = rc == 0 and "PACKAGE CHECKER FOUND NO ERRORS" in out
   return passed, out
 
 

@@ -9,12 +9,15 @@ The helpers answer what the audit and the submission need: run time in minutes (
 run_stop status, the final eval_accuracy, seed, benchmark, division, org, platform and init duration.
 """
 from __future__ import annotations
-import json, math, os
+import json, math, os, stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from mlperf_bert.audit.untrusted import MAX_JSON_DEPTH, MAX_LINE_BYTES, MAX_LOG_BYTES, json_depth_ok
+
 TOKEN = ":::MLLOG"
+BOUND_ERRORS = ("line is", "JSON nested")  # how the MalformedLine errors of the bounds begin
 # the BERT closed-division target (masked-LM accuracy), as mlperf-logging's closed_bert.yaml checks it
 BERT_TARGET_ACCURACY = 0.720
 
@@ -47,6 +50,10 @@ class MLPerfLog:
   events: list[Event] = field(default_factory=list)
   malformed: list[MalformedLine] = field(default_factory=list)
   other_lines: list[tuple[int, str]] = field(default_factory=list)
+  non_utf8: list[int] = field(default_factory=list)  # line numbers holding bytes that are not UTF-8
+  unread: str | None = None  # why the file was not parsed at all (not a regular file, over the size bound)
+  over_bounds: bool = False  # a line over the line bound or nested deeper than the JSON bound: mlperf-logging's
+                             # parser (whose regular expressions are slow on such lines) must not read it
 
   # -- generic access
   def all(self, key: str) -> list[Event]:
@@ -114,7 +121,7 @@ class MLPerfLog:
   def run_minutes(self) -> float | None:
     """Time to train as MLPerf scores it: run_stop - run_start, in minutes (None without both)."""
     if self.run_start_ms is None or self.run_stop_ms is None: return None
-    return (self.run_stop_ms - self.run_start_ms) / 60000.0
+    return (self.run_stop_ms - self.run_start_ms) / 60 / 1000  # as result_summarizer divides
 
   @property
   def init_minutes(self) -> float | None:
@@ -183,10 +190,14 @@ def parse_line(line: str, lineno: int = 0) -> Event | MalformedLine | None:
   if i < 0: return None
   payload = line[i + len(TOKEN):].strip()
   text = line.rstrip("\n")
+  if not json_depth_ok(payload):
+    return MalformedLine(lineno, text[:200], f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
   try:
     rec = json.loads(payload)
   except json.JSONDecodeError as e:
     return MalformedLine(lineno, text, f"not valid JSON ({e.msg} at column {e.colno})")
+  except RecursionError:
+    return MalformedLine(lineno, text[:200], "JSON nested too deep to parse")
   if not isinstance(rec, dict):
     return MalformedLine(lineno, text, f"record is a {type(rec).__name__}, expected a JSON object")
   if not isinstance(rec.get("key"), str) or not rec["key"]:
@@ -215,10 +226,43 @@ def parse_lines(lines: Iterable[str], path: str | os.PathLike | None = None) -> 
   return log
 
 
-def read_log(path: str | os.PathLike) -> MLPerfLog:
-  """Parse a result log file (read as latin-1, as mlperf-logging does, so no byte sequence raises)."""
-  with open(path, encoding="latin-1") as f:
-    return parse_lines(f, path)
+def read_log(path: str | os.PathLike, max_bytes: int = MAX_LOG_BYTES, max_line: int = MAX_LINE_BYTES) -> MLPerfLog:
+  """Parse a result log file (read as latin-1, as mlperf-logging does, so no byte sequence raises). Bounded: a
+  file that is not a regular file or is over `max_bytes` is not parsed (`unread` says why); a line over
+  `max_line` bytes is a MalformedLine; lines with bytes that are not UTF-8 are listed in `non_utf8`."""
+  log = MLPerfLog(Path(path))
+  try:
+    st = os.stat(path)
+  except OSError as e:
+    log.unread = f"cannot be read ({e.strerror})"; return log
+  if not stat.S_ISREG(st.st_mode):
+    log.unread = "is not a regular file"; return log
+  if st.st_size > max_bytes:
+    log.unread = f"is {st.st_size:,} bytes, over the audit's bound of {max_bytes:,}"; return log
+  with open(path, "rb") as f:
+    data = f.read(max_bytes + 1)
+  if len(data) > max_bytes:
+    log.unread = f"is over the audit's bound of {max_bytes:,} bytes"; return log
+  try:
+    data.decode("utf-8"); utf8 = True
+  except UnicodeDecodeError:
+    utf8 = False
+  lines = []
+  for n, raw in enumerate(data.splitlines(), 1):
+    if not utf8:
+      try: raw.decode("utf-8")
+      except UnicodeDecodeError: log.non_utf8.append(n)
+    if len(raw) > max_line:
+      log.malformed.append(MalformedLine(n, raw[:80].decode("latin-1"), f"line is {len(raw):,} bytes, over the "
+                                         f"audit's bound of {max_line:,}"))
+      lines.append("")
+    else:
+      lines.append(raw.decode("latin-1"))
+  parsed = parse_lines(lines, path)
+  parsed.malformed = sorted(log.malformed + parsed.malformed, key=lambda m: m.lineno)
+  parsed.non_utf8 = log.non_utf8
+  parsed.over_bounds = any(m.error.startswith(BOUND_ERRORS) for m in parsed.malformed)
+  return parsed
 
 
 def olympic_mean(values: list[float], drop: int = 1) -> float | None:

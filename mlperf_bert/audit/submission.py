@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from mlperf_bert.audit.checkers import bert_in_ruleset, package_checker, package_checker_errors, result_summarizer
-from mlperf_bert.audit.checks import RESULT_COUNT, audit_submission
+from mlperf_bert.audit.checks import RESULT_COUNT
+from mlperf_bert.audit.org import audit_submission
 from mlperf_bert.constants import RULESET
 from mlperf_bert.errors import UserError
 from mlperf_bert.fileio import atomic_path

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from mlperf_bert.errors import UserError
 from mlperf_bert.constants import RULESET
-from mlperf_bert.audit.checks import (Audit, audit_org, audit_submission, check_logs, check_ruleset, detect_kind,
-                                      is_org_dir, shorten)
+from mlperf_bert.audit.checks import Audit, check_logs, check_ruleset, detect_kind, is_org_dir, shorten
+from mlperf_bert.audit.org import audit_org, audit_submission
 from mlperf_bert.audit.logs import read_log
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -119,6 +119,9 @@ def check_checksums(audit: Audit, base: Path, hasher: _Hasher) -> None:
   files = sorted(shards.glob("*.shard")) if shards.is_dir() else []
   evals = sorted((base / "eval").glob("*.shard")) if (base / "eval").is_dir() else []
   bad = 0
+  for f in [f for f in files + evals if not f.is_file()]:  # a directory, FIFO or device in place of a shard
+    audit.add("FAIL", "checksums", str(f.relative_to(base)), "is not a regular file: not read; rebuild it"); bad += 1
+  files, evals = [f for f in files if f.is_file()], [f for f in evals if f.is_file()]
   for name in sorted(set(listed) - {p.name for p in files}):
     audit.add("FAIL", "checksums", f"shards/{name}", "listed in SHA256SUMS but missing"); bad += 1
   for f in files + evals:
@@ -137,7 +140,7 @@ def check_checksums(audit: Audit, base: Path, hasher: _Hasher) -> None:
       elif r.get(f.name) != actual: problems.append(f"sha256 differs from its sidecar {side.name}")
     if problems:
       audit.add("FAIL", "checksums", rel, "; ".join(problems) + f" (sha256 now {actual[:12]}...)"); bad += 1
-  if files or evals:
+  if files or evals or bad:
     if not bad:
       audit.add("PASS", "checksums", "shards, eval", f"{len(files)} shard(s) and {len(evals)} eval set(s) match "
                 "SHA256SUMS and their sidecars")

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from mlperf_bert import cli
-from mlperf_bert.audit.checks import Audit, Row, audit_submission, detect_kind
+from mlperf_bert.audit.checks import Audit, Row, detect_kind
+from mlperf_bert.audit.org import audit_submission
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "tinycorp-v4.1"
 

@@ -1,0 +1,71 @@
+"""The audit scores real published BERT systems as MLCommons does: scaling.json's factor, log names that
+package_checker accepts (result_*.txt), and a system accepted under olympic scoring with one non-compliant run.
+
+The logs are MLCommons' own (tests/data/mlcommons/, Apache-2.0, see ATTRIBUTION.md); the expected figures are
+the ones result_summarizer prints for them."""
+import json, math, re, shutil
+from pathlib import Path
+
+from mlperf_bert import cli
+from mlperf_bert.audit.org import audit_submission
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "mlcommons"
+
+
+def copy_org(tmp_path, version, org) -> Path:
+  dest = tmp_path / org
+  shutil.copytree(DATA / version / org, dest)
+  return dest
+
+
+def rows(audit, check, status=None, subject=""):
+  return [r for r in audit.rows if r.check == check and (status is None or r.status == status) and subject in r.subject]
+
+
+def test_scaling_factor_applied_and_equal_to_result_summarizer(tmp_path):
+  org = copy_org(tmp_path, "v5.0", "Dell")
+  system = "1xXE9712x4GB200"
+  factor = json.loads((org / "results" / system / "bert" / "scaling.json").read_text())["scaling_factor"]
+  audit = audit_submission(org, "5.0.0")
+  assert not audit.failed, [r for r in audit.rows if r.status == "FAIL"]
+  s = audit.scores[f"Dell/{system}"]
+  assert s["scaling_factor"] == factor and factor > 1.03
+  assert s["score"] == s["olympic_mean"] * factor
+  assert math.isclose(s["score"], s["result_summarizer"], rel_tol=1e-9)  # equal, not within 0.005 min
+  assert round(s["score"], 2) == 6.31 and round(s["olympic_mean"], 2) != 6.31  # the published score
+  [score] = rows(audit, "score", "PASS")
+  assert "scaling factor 1.03541" in score.reason
+  assert rows(audit, "scaling", "PASS") and rows(audit, "package_checker", "PASS")
+
+
+def test_timestamped_log_names_are_logs(tmp_path):
+  org = copy_org(tmp_path, "v4.1", "Lambda")
+  system = "lambda_1cc_n2_H100-SXM-80GB_ngc24.04_nemo"
+  names = sorted(p.name for p in (org / "results" / system / "bert").glob("result_*.txt"))
+  assert len(names) == 10 and all(re.fullmatch(r"result_\d{21}_\d\d\.txt", n) for n in names)
+  audit = audit_submission(org, "4.1.0")
+  assert not audit.failed, [r for r in audit.rows if r.status == "FAIL"]
+  assert [r.reason for r in rows(audit, "log count")] == ["10 result logs"]
+  assert not rows(audit, "file names") and len(rows(audit, "compliance", "PASS")) == 10
+  s = audit.scores[f"Lambda/{system}"]
+  assert round(s["score"], 2) == 3.29 and math.isclose(s["score"], s["result_summarizer"], rel_tol=1e-9)
+  assert [v.file for v in audit.runs] == [f"{system}/{n}" for n in names]
+
+
+def test_non_compliant_run_dropped_under_olympic_scoring(tmp_path, capsys):
+  """tinycorp v5.0 tinybox_green: result_2's init took 32.3 min; package_checker accepts the system ("1 file does
+  not comply, accepting this under olympic scoring") and result_summarizer scores it 213.60."""
+  org = copy_org(tmp_path, "v5.0", "tinycorp")
+  out_json = tmp_path / "audit.json"
+  assert cli.main(["audit", str(org), "--ruleset", "5.0.0", "--json", str(out_json)]) == 0
+  out = capsys.readouterr().out
+  assert "Traceback" not in out and "-> PASS" in out
+  data = json.loads(out_json.read_text())
+  r2 = [r for r in data["rows"] if r["subject"] == "tinybox_green/result_2.txt" and r["status"] != "PASS"]
+  assert {(r["check"], r["status"]) for r in r2} >= {("compliance", "DROP"), ("init time", "DROP")}
+  assert any("32.29 min" in r["reason"] for r in r2)
+  [v] = [v for v in data["runs"] if v["file"] == "tinybox_green/result_2.txt"]
+  assert v["verdict"].startswith("dropped") and "init took 32.29 min" in v["verdict"]
+  s = data["scores"]["tinycorp/tinybox_green"]
+  assert round(s["score"], 2) == 213.60 and math.isclose(s["score"], s["result_summarizer"], rel_tol=1e-9)
+  assert [r["status"] for r in data["rows"] if r["check"] == "package_checker"] == ["PASS"]
