@@ -161,11 +161,12 @@ def write_shard_arrays(path, *, stream, starts, lengths, nsl, pred_offsets, posi
 
 
 def write_shard(path, instances: Iterable[Mapping], *, max_seq_length: int, max_predictions_per_seq: int,
-                vocab_size: int = 0) -> dict:
+                vocab_size: int = 0, **sources: str) -> dict:
   """Write any instances (dicts of unpadded values) as a shard; atomic; returns stats.
 
   Each instance: input_ids, segment_ids (0s then 1s), masked_lm_positions, masked_lm_ids (lists or arrays of
-  ints, unpadded) and next_sentence_label (int; `next_sentence_labels` is accepted too).
+  ints, unpadded) and next_sentence_label (int; `next_sentence_labels` is accepted too). sources: source_sha256,
+  settings_sha256, vocab_sha256 as write_shard_arrays takes them.
   """
   _check_settings(max_seq_length, max_predictions_per_seq)
   streams, starts, lengths, nsl, counts, positions, inputs = [], [], [], [], [], [], []
@@ -194,7 +195,8 @@ def write_shard(path, instances: Iterable[Mapping], *, max_seq_length: int, max_
                             lengths=np.asarray(lengths).reshape(-1, 2), nsl=np.asarray(nsl, dtype=np.int64),
                             pred_offsets=np.concatenate([[0], np.cumsum(counts, dtype=np.int64)]),
                             positions=cat(positions), inputs=cat(inputs), max_seq_length=max_seq_length,
-                            max_predictions_per_seq=max_predictions_per_seq, framed=False, vocab_size=vocab_size)
+                            max_predictions_per_seq=max_predictions_per_seq, framed=False, vocab_size=vocab_size,
+                            **sources)
 
 
 class Shard:
