@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Callable
 
-from mlperf_bert.audit.checks import Audit, shorten
+from mlperf_bert.audit.checks import Audit
 from mlperf_bert.errors import UserError
 
 CHECK = "chain"
@@ -24,6 +24,11 @@ RETRAIN = "retrain: snakemake --forcerun train (or restore the files the run rea
 
 def _short(h: str | None) -> str:
   return f"{h[:12]}..." if h else "none"
+
+
+def _few(names: list[str]) -> str:
+  """A row's subject for several files: the first, and how many more."""
+  return names[0] + (f" (+{len(names) - 1})" if len(names) > 1 else "")
 
 
 def _headers(base: Path, files: list[Path]) -> dict[Path, object]:
@@ -97,7 +102,7 @@ def check_settings(audit: Audit, base: Path, heads: dict, hasher: Callable, prep
     want, what = expect.get(key, (max(groups, key=lambda k: len(groups[k])), "the other shards"))
     for h, names in sorted(groups.items()):
       if h != want:
-        audit.add("FAIL", CHECK, shorten(names, 2), f"text -> shard: built with another {key} ({_short(h)}) than "
+        audit.add("FAIL", CHECK, _few(names), f"text -> shard: built with another {key} ({_short(h)}) than "
                   f"{what} ({_short(want)}); rebuild: snakemake --forcerun shard evalset"); bad += 1
   if not bad:
     audit.add("PASS", CHECK, "shards, eval", f"text -> shard: {len(good)} shard(s) built with one vocab and the "
@@ -115,7 +120,7 @@ def check_duplicates(audit: Audit, base: Path, heads: dict, hasher: Callable) ->
       if v: groups.setdefault(v, []).append(str(f.relative_to(base)))
     for v, names in sorted(groups.items()):
       if len(names) > 1:
-        audit.add("FAIL", CHECK, ", ".join(names), f"duplicate shards: {' and '.join(names)} {what.format(_short(v))}; "
+        audit.add("FAIL", CHECK, _few(names), f"duplicate shards: {' and '.join(names)} {what.format(_short(v))}; "
                   f"rebuild them: snakemake --force {' '.join(names)}"); bad += 1
     if bad: break  # identical shards share their source too: one row each
   if not bad and heads:

@@ -258,7 +258,7 @@ def test_edited_accuracy_then_snakemake_all_still_fails_at_the_log(run, tmp_path
   edited, n = re.subn(r'("key": "eval_accuracy", "value": )0\.0', r"\g<1>0.7", text, count=1)
   assert n == 1
   log.write_text(edited)
-  snakemake(c.wd, "all", "--cores", "1", configfile=c.cfg)
+  snakemake(c.wd, "--cores", "1", "all", configfile=c.cfg)  # targets last
   rc, out = c.audit()
   assert rc == 1, out
   rel = f"results/{PLATFORM}/{log.name}"
@@ -280,13 +280,15 @@ def test_shard_copied_over_another_then_forced_records_still_fails_at_the_shard(
   shutil.copyfile(shards / b, shards / a)
   side = subprocess.run(["sha256sum", a], cwd=shards, capture_output=True, text=True, check=True).stdout
   (shards / f"{a}.sha256").write_text(side)
-  snakemake(c.wd, "all", "--cores", "1", "--forcerun", "shard_checksums", configfile=c.cfg)
+  snakemake(c.wd, "--forcerun", "shard_checksums", "--cores", "1", "all", configfile=c.cfg)
   records = [str(l.relative_to(c.wd).with_name(l.name[:-4] + ".provenance.json")) for l in c.logs]
-  snakemake(c.wd, *records, "--cores", "1", "--force", configfile=c.cfg)
+  snakemake(c.wd, "--cores", "1", "--force", *records, configfile=c.cfg)
+  snakemake(c.wd, "--cores", "1", "all", configfile=c.cfg)  # what the forced records left to do (report_audit)
   rc, out = c.audit()
   assert rc == 1, out
   assert re.search(r"PASS\s+checksums\s+shards, eval\s+8 shard\(s\)", out), out                  # whitewashed
   assert all(re.search(rf"PASS\s+provenance\s+results/{PLATFORM}/{l.name}", out) for l in c.logs), out
+  assert re.search(r"PASS\s+dry run\s+.*nothing to be done", out), out
   fails = _fails(out)
   assert fails and all(l.split()[1] == "chain" for l in fails), fails
   assert re.search(rf"FAIL\s+chain\s+shards/{a}\s+text -> shard: built from other text: .* is that of "
