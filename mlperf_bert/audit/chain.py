@@ -77,7 +77,7 @@ def check_text_links(audit: Audit, base: Path, heads: dict, hasher: Callable) ->
     src = f"that of {other.relative_to(base)}" if other is not None else "no text present"
     audit.add("FAIL", CHECK, rel, f"text -> shard: built from other text: its header's source sha256 "
               f"{_short(h['source'])} is {src}, not {text.relative_to(base)} ({_short(now)}); rebuild it: "
-              f"snakemake --force {rel} (then retrain)"); bad += 1
+              f"snakemake --force {f} (then retrain)"); bad += 1
   if checked and not bad:
     audit.add("PASS", CHECK, "shards, eval", f"text -> shard: each of {checked} shard(s) was built from the text "
               "beside it (the source sha256 in its header)")
@@ -121,7 +121,7 @@ def check_duplicates(audit: Audit, base: Path, heads: dict, hasher: Callable) ->
     for v, names in sorted(groups.items()):
       if len(names) > 1:
         audit.add("FAIL", CHECK, _few(names), f"duplicate shards: {' and '.join(names)} {what.format(_short(v))}; "
-                  f"rebuild them: snakemake --force {' '.join(names)}"); bad += 1
+                  f"rebuild them: snakemake --force {' '.join(str(base / n) for n in names)}"); bad += 1
     if bad: break  # identical shards share their source too: one row each
   if not bad and heads:
     audit.add("PASS", CHECK, "shards, eval", f"no duplicate shards: {len(heads)} distinct file(s) from distinct texts")
