@@ -3,6 +3,7 @@
 rule provenance:
     input:
         log=B("results/{platform}/result_bert_{seed}.log"),
+        train_record=B("results/{platform}/result_bert_{seed}.train.json"),
         downloads=provenance_downloads,
         shards=lambda w: [ancient(p) for p in all_shards(w)],
         shard_sums=ancient(B("shards/SHA256SUMS")),

@@ -13,6 +13,8 @@ rule shard:
         sha256=B("shards/{topic}.shard.sha256"),
     params:
         **PRE,
+        # the shard format: a shard of an older one (version 1 recorded no source text) is rebuilt
+        shard_format=SHARD_FORMAT,
     log:
         B("logs/shard/{topic}.log"),
     conda:
@@ -49,6 +51,7 @@ rule evalset:
         sha256=B("eval/eval.shard.sha256"),
     params:
         **PRE,
+        shard_format=SHARD_FORMAT,
         num_examples=config["eval_examples"],
     log:
         B("logs/evalset/evalset.log"),

@@ -2,7 +2,8 @@
 # The platform (config key `platform`, set by each profile) names profiles/<platform>/platform.yaml: tinygrad
 # settings and hyperparameters; config key `train` overrides any of them. Every resolved hyperparameter and the
 # tinygrad version are params, so changing one reruns training. Shards and the eval set are ancient inputs:
-# rebuilding a topic byte-identically must not retrain (the audit compares contents by hash).
+# rebuilding a topic byte-identically must not retrain (the audit compares contents by hash, and each shard's
+# hash against the one the train process recorded).
 # Resume: the checkpoint directory {basedir}/train/{platform}/seed_{seed}/ is deliberately not an output, so a
 # killed or failed job keeps it and the same snakemake command continues from the newest checkpoint.
 rule train:
@@ -14,6 +15,9 @@ rule train:
         preflight=preflight_result,
     output:
         B("results/{platform}/result_bert_{seed}.log"),
+        # the train process's record of the shards, eval set and checkpoint it read and of the log it wrote
+        # (mlperf_bert/train/record.py): written with the log, by this rule alone; the audit checks the log against it
+        B("results/{platform}/result_bert_{seed}.train.json"),
     params:
         hparams=lambda w: train_hparams(w.seed),
         tinygrad=TINYGRAD_VERSION,

@@ -9,6 +9,7 @@ from mlperf_bert.errors import UserError
 from mlperf_bert.constants import RULESET
 from mlperf_bert.audit.checks import Audit, check_logs, check_ruleset, detect_kind, is_org_dir, shorten
 from mlperf_bert.audit.org import audit_org, audit_submission
+from mlperf_bert.audit.chain import check_chain, recorded_preprocessing
 from mlperf_bert.audit.logs import read_log
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -280,6 +281,8 @@ def audit_basedir(path: str | os.PathLike, *, ruleset: str = RULESET, strict: bo
     audit.add("FAIL", "result logs", str(base), "no results/<platform>/result_bert_<seed>.log")
   for log in logs:
     check_provenance(audit, base, log, now_cfg, head, hasher, workflow_dir=wf, workdir=wd)
+  # text -> shard -> train record -> log: what each producing process recorded (audit/chain.py)
+  check_chain(audit, base, logs, hasher, recorded_preprocessing(logs, now_cfg))
   for plat in sorted({l.parent for l in logs}):
     plogs = [read_log(l) for l in logs if l.parent == plat]
     check_logs(audit, plogs, system=plat.name, division=None, ruleset=ruleset,

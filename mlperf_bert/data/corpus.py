@@ -1,6 +1,7 @@
 """The data types of instance creation, shared by both engines (instances.py, fastinst.py) and the eval set."""
 from __future__ import annotations
-from dataclasses import dataclass
+import hashlib, json
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
@@ -17,6 +18,7 @@ class Corpus:
   text_bytes: int = 0
   dropped_bytes: int = 0
   lines: int = 0
+  sha256: str = ""                   # of the exact bytes read (the shard's header records it)
 
 
 @dataclass
@@ -41,6 +43,10 @@ class Settings:
                       "expected probabilities in 0..1; fix the preprocessing settings")
     if self.dupe_factor < 1:
       raise UserError(f"dupe_factor={self.dupe_factor}: expected >= 1; fix preprocessing.dupe_factor")
+
+  def sha256(self) -> str:
+    """The sha256 of these settings as canonical JSON (sorted keys, no spaces): what a shard's header records."""
+    return hashlib.sha256(json.dumps(asdict(self), sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
 @dataclass
@@ -77,6 +83,7 @@ class Ids:
   sep: int
   mask: int
   vocab_size: int
+  vocab_sha256: str = ""             # of the vocab file (the shard's header records it)
 
 
 def special_ids(vocab: dict[str, int]) -> Ids:

@@ -26,7 +26,8 @@ import numpy as np
 
 from mlperf_bert.data.corpus import Corpus, Ids, Instances, Settings, num_to_predict, settings, special_ids
 from mlperf_bert.errors import UserError
-from mlperf_bert.data.tokenizer import Tokenizer, read_text, split_lines
+from mlperf_bert.fileio import file_digest
+from mlperf_bert.data.tokenizer import Tokenizer, read_source, split_lines
 
 
 # ---------------------------------------------------------------------------------------------- reading
@@ -37,7 +38,7 @@ def tokenize_corpus(text_path, tokenizer: Tokenizer, *, progress: Callable[[int,
 
   progress(lines_done, lines_total) is called after each chunk of lines."""
   text_path = Path(text_path)
-  text, dropped = read_text(text_path)
+  text, dropped, sha256 = read_source(text_path)
   n_bytes = text_path.stat().st_size
   lines = split_lines(text)
   del text
@@ -70,7 +71,7 @@ def tokenize_corpus(text_path, tokenizer: Tokenizer, *, progress: Callable[[int,
   del flat
   offsets = np.zeros(len(sent_lens) + 1, np.int64)
   np.cumsum(sent_lens, out=offsets[1:])
-  return Corpus(path=str(text_path), stream=stream, sent_offsets=offsets,
+  return Corpus(path=str(text_path), sha256=sha256, stream=stream, sent_offsets=offsets,
                 doc_bounds=np.asarray(doc_bounds, np.int64).reshape(-1, 2), text_bytes=n_bytes,
                 dropped_bytes=dropped, lines=len(lines))
 
@@ -213,6 +214,7 @@ def make_instances(text_path, vocab_path, settings: Settings, *, engine: str = "
   if tokenizer is None:
     tokenizer = Tokenizer(load_vocab(vocab_path))
   ids = special_ids(tokenizer.vocab)
+  ids.vocab_sha256 = file_digest(vocab_path, "sha256") if vocab_path is not None else ""
   text_path = Path(text_path)
   try:
     size = text_path.stat().st_size
@@ -248,7 +250,9 @@ def write_instances(out_path, corpus: Corpus, inst: Instances, settings: Setting
                              pred_offsets=inst.pred_offsets, positions=inst.positions, inputs=inst.inputs,
                              max_seq_length=settings.max_seq_length,
                              max_predictions_per_seq=settings.max_predictions_per_seq, framed=True,
-                             cls_id=ids.cls, sep_id=ids.sep, vocab_size=ids.vocab_size, eval_set=eval_set)
+                             cls_id=ids.cls, sep_id=ids.sep, vocab_size=ids.vocab_size, eval_set=eval_set,
+                             source_sha256=corpus.sha256, settings_sha256=settings.sha256(),
+                             vocab_sha256=ids.vocab_sha256)
   write_sidecar(out_path)
   stats.update(output=str(out_path), text_bytes=corpus.text_bytes, dropped_bytes=corpus.dropped_bytes,
                documents=len(corpus.doc_bounds), sentences=len(corpus.sent_offsets) - 1)

@@ -8,7 +8,8 @@ rebuilt (and padded) at read time; see docs/shard-format.md for the byte layout.
     write_shard_arrays(path, stream=..., starts=..., ...)                          # span form (builder)
     sh = Shard(path); len(sh); sh[i]; sh.batch(indices); sh.verify()
     sh.max_seq_length, sh.max_predictions_per_seq, sh.n (instances), sh.n_stream (stream tokens),
-    sh.n_pred (masked positions), sh.cls_id, sh.sep_id, sh.vocab_size (0: not recorded), sh.eval_set
+    sh.n_pred (masked positions), sh.cls_id, sh.sep_id, sh.vocab_size (0: not recorded), sh.eval_set,
+    sh.source_sha256, sh.settings_sha256, sh.vocab_sha256 (what the builder read; None: not recorded)
 
 Every read checks the whole file once before it hands out a byte of it (body CRC-32 and value ranges:
 token ids < vocab_size, next-sentence labels in {0, 1}, masked positions inside their row), so a shard damaged
@@ -18,7 +19,7 @@ after it was built is refused with a UserError naming the file and the command t
     write_sha256sums(out, sidecars)         # SHA256SUMS for `sha256sum -c`
 """
 from __future__ import annotations
-import mmap, os, struct, threading, zlib
+import hashlib, mmap, os, struct, threading, zlib
 from pathlib import Path
 from typing import Iterable, Mapping
 
@@ -29,16 +30,19 @@ from mlperf_bert.errors import UserError
 from mlperf_bert.fileio import atomic_path, file_digest
 
 MAGIC = b"BERTSHRD"
-VERSION = 1
-HEADER_SIZE = 128
+VERSION = 2
+HEADER_SIZE = 256
+HEADER_SIZES = {1: 128, 2: 256}  # version 1 (no source record) is still read
 FLAG_FRAMED = 1  # row = [CLS] A [SEP] B [SEP]; otherwise row = A B
 FLAG_EVAL = 2    # the eval set (data/evalset.py): training refuses it among its shards (older eval sets lack it)
 
 # magic, version, header_size, max_seq_length, max_predictions_per_seq, n_instances, n_stream, n_predictions,
 # token_width, flags, cls_id, sep_id, body_crc32, vocab_size (0 = not recorded)
-# (then zero padding up to byte 124, then header crc32)
+# (then zero padding up to the header's last 4 bytes, its crc32)
 _HEAD = struct.Struct("<8sIIIIQQQIIIII")
 _VOCAB = struct.Struct("<I")  # at offset _HEAD.size (68): the vocabulary size the token ids were drawn from
+# version 2, at offset 72: the sha256 of the source text, of the settings (corpus.Settings.sha256) and of the vocab
+_SOURCE = struct.Struct("<32s32s32s")
 
 
 def rebuild_hint(path) -> str:
@@ -50,13 +54,14 @@ def _pad8(n: int) -> int:
   return (n + 7) & ~7
 
 
-def _layout(n: int, n_stream: int, n_pred: int, width: int) -> list[tuple[str, str, tuple, int]]:
+def _layout(n: int, n_stream: int, n_pred: int, width: int, header_size: int = HEADER_SIZE
+            ) -> list[tuple[str, str, tuple, int]]:
   """(name, dtype, shape, offset) of each section, in file order; sections start on 8-byte boundaries."""
   tok = "<u2" if width == 2 else "<u4"
   secs = [("starts", "<u8", (n, 2)), ("lengths", "<u2", (n, 2)), ("pred_offsets", "<u8", (n + 1,)),
           ("nsl", "u1", (n,)), ("stream", tok, (n_stream,)), ("positions", "<u2", (n_pred,)),
           ("inputs", tok, (n_pred,))]
-  out, off = [], HEADER_SIZE
+  out, off = [], header_size
   for name, dt, shape in secs:
     out.append((name, dt, shape, off))
     off = _pad8(off + int(np.prod(shape, dtype=np.int64)) * np.dtype(dt).itemsize)
@@ -74,13 +79,16 @@ def _check_settings(max_seq_length: int, max_predictions_per_seq: int) -> None:
 
 def write_shard_arrays(path, *, stream, starts, lengths, nsl, pred_offsets, positions, inputs,
                        max_seq_length: int, max_predictions_per_seq: int, framed: bool,
-                       cls_id: int = 0, sep_id: int = 0, vocab_size: int = 0, eval_set: bool = False) -> dict:
+                       cls_id: int = 0, sep_id: int = 0, vocab_size: int = 0, eval_set: bool = False,
+                       source_sha256: str = "", settings_sha256: str = "", vocab_sha256: str = "") -> dict:
   """Write a shard from its columns (the low-level writer; see docs/shard-format.md). Atomic.
 
   starts/lengths: (n, 2) spans of `stream` for segments A and B; nsl: (n,) next-sentence labels;
   pred_offsets: (n+1,) cumulative prediction counts; positions/inputs: (P,) masked positions (in the row)
   and the input token placed there. vocab_size: the vocabulary's size (recorded in the header; readers refuse
-  token ids at or above it; 0 = not recorded). eval_set: mark the file as the eval set (FLAG_EVAL). Returns stats.
+  token ids at or above it; 0 = not recorded). eval_set: mark the file as the eval set (FLAG_EVAL). source_sha256,
+  settings_sha256, vocab_sha256: hex digests of what the builder read (its text, its settings, its vocab), recorded
+  in the header ("" = not recorded). Returns stats.
   """
   _check_settings(max_seq_length, max_predictions_per_seq)
   # the big columns (stream, positions, inputs) keep their dtype: no int64 copies of them
@@ -145,6 +153,7 @@ def write_shard_arrays(path, *, stream, starts, lengths, nsl, pred_offsets, posi
       head = _HEAD.pack(MAGIC, VERSION, HEADER_SIZE, int(max_seq_length), int(max_predictions_per_seq), n, n_stream,
                         n_pred, width, (FLAG_FRAMED if framed else 0) | (FLAG_EVAL if eval_set else 0), int(cls_id), int(sep_id), crc)
       head += _VOCAB.pack(int(vocab_size))
+      head += _SOURCE.pack(*(bytes.fromhex(h) if h else b"" for h in (source_sha256, settings_sha256, vocab_sha256)))
       head = head.ljust(HEADER_SIZE - 4, b"\0")
       head += struct.pack("<I", zlib.crc32(head))
       f.seek(0); f.write(head)
@@ -154,11 +163,12 @@ def write_shard_arrays(path, *, stream, starts, lengths, nsl, pred_offsets, posi
 
 
 def write_shard(path, instances: Iterable[Mapping], *, max_seq_length: int, max_predictions_per_seq: int,
-                vocab_size: int = 0, eval_set: bool = False) -> dict:
+                vocab_size: int = 0, eval_set: bool = False, **sources: str) -> dict:
   """Write any instances (dicts of unpadded values) as a shard; atomic; returns stats.
 
   Each instance: input_ids, segment_ids (0s then 1s), masked_lm_positions, masked_lm_ids (lists or arrays of
-  ints, unpadded) and next_sentence_label (int; `next_sentence_labels` is accepted too).
+  ints, unpadded) and next_sentence_label (int; `next_sentence_labels` is accepted too). sources: source_sha256,
+  settings_sha256, vocab_sha256 as write_shard_arrays takes them.
   """
   _check_settings(max_seq_length, max_predictions_per_seq)
   streams, starts, lengths, nsl, counts, positions, inputs = [], [], [], [], [], [], []
@@ -188,7 +198,7 @@ def write_shard(path, instances: Iterable[Mapping], *, max_seq_length: int, max_
                             pred_offsets=np.concatenate([[0], np.cumsum(counts, dtype=np.int64)]),
                             positions=cat(positions), inputs=cat(inputs), max_seq_length=max_seq_length,
                             max_predictions_per_seq=max_predictions_per_seq, framed=False, vocab_size=vocab_size,
-                            eval_set=eval_set)
+                            eval_set=eval_set, **sources)
 
 
 class Shard:
@@ -210,16 +220,26 @@ class Shard:
       raise UserError(f"cannot open shard {self.path}: {e.strerror}; check the path or {fix}") from None
     with f:
       head = f.read(HEADER_SIZE)
-      if len(head) < HEADER_SIZE or head[:8] != MAGIC:
+      if len(head) < 16 or head[:8] != MAGIC:
         raise UserError(f"{self.path} is not a shard (bad magic or shorter than the {HEADER_SIZE}-byte header); {fix}")
+      version, hsize = struct.unpack_from("<II", head, 8)
+      if HEADER_SIZES.get(version) != hsize:
+        raise UserError(f"{self.path}: shard format version {version} (this program reads "
+                        f"{', '.join(map(str, HEADER_SIZES))}); {fix}")
+      head = head[:hsize]
+      if len(head) < hsize:
+        raise UserError(f"{self.path} is not a shard (shorter than its {hsize}-byte header); {fix}")
       if struct.unpack("<I", head[-4:])[0] != zlib.crc32(head[:-4]):
         raise UserError(f"{self.path}: header checksum mismatch (the file is damaged); {fix}")
-      (_, version, hsize, self.max_seq_length, self.max_predictions_per_seq, n, n_stream, n_pred, width, flags,
+      (_, _, _, self.max_seq_length, self.max_predictions_per_seq, n, n_stream, n_pred, width, flags,
        self.cls_id, self.sep_id, self.body_crc32) = _HEAD.unpack(head[:_HEAD.size])
       self.vocab_size = _VOCAB.unpack_from(head, _HEAD.size)[0]
-      if version != VERSION or hsize != HEADER_SIZE or width not in (2, 4):
-        raise UserError(f"{self.path}: shard format version {version} (this program reads {VERSION}); {fix}")
-      layout = _layout(n, n_stream, n_pred, width)
+      if width not in (2, 4):
+        raise UserError(f"{self.path}: token width {width} (expected 2 or 4): the file is damaged; {fix}")
+      rec = _SOURCE.unpack_from(head, _HEAD.size + _VOCAB.size) if version >= 2 else (bytes(32),) * 3
+      self.source_sha256, self.settings_sha256, self.vocab_sha256 = (h.hex() if any(h) else None for h in rec)
+      self.version, self.header_size = version, hsize
+      layout = _layout(n, n_stream, n_pred, width, hsize)
       if size != layout[-1][3]:
         raise UserError(f"{self.path}: {size} bytes, but its header says {layout[-1][3]} (truncated or "
                         f"damaged); {fix}")
@@ -260,7 +280,7 @@ class Shard:
     the recorded vocab_size, next-sentence labels 0 or 1, every masked position inside its row). Raises a
     UserError naming the file and the command that rebuilds it. Cost: measured by bench/bench_verify.py."""
     fix = rebuild_hint(self.path)
-    crc = zlib.crc32(memoryview(self._mm)[HEADER_SIZE:]) if self._mm is not None else 0
+    crc = zlib.crc32(memoryview(self._mm)[self.header_size:]) if self._mm is not None else 0
     if crc != self.body_crc32:
       raise UserError(f"{self.path}: body checksum mismatch (the file was damaged after it was built); {fix}")
     # a CRC match with bad values means a writer bug or a file made elsewhere: refuse it all the same
@@ -280,6 +300,11 @@ class Shard:
       if (np.maximum.reduceat(self._positions, po[:-1][has]) >= row_len).any():
         raise UserError(f"{self.path}: a masked position lies outside its row (max_seq_length "
                         f"{self.max_seq_length}); {fix}")
+
+  def sha256(self) -> str:
+    """The sha256 of the bytes this Shard maps: the file as it was opened, even if it was replaced since."""
+    if self._mm is None: return file_digest(self.path, "sha256")
+    return hashlib.sha256(self._mm).hexdigest()
 
   def _ensure_verified(self) -> None:
     if self._verified: return

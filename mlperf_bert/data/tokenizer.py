@@ -13,7 +13,7 @@ longest-match WordPiece with '##' continuations, a word of more than 200 charact
 pieced becoming '[UNK]'.
 """
 from __future__ import annotations
-import functools, unicodedata
+import functools, hashlib, unicodedata
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -65,11 +65,17 @@ def decode_text(data: bytes) -> tuple[str, int]:
 
 def read_text(path) -> tuple[str, int]:
   """A text file's content decoded as the reference decodes it, and the number of invalid bytes dropped."""
+  text, dropped, _ = read_source(path)
+  return text, dropped
+
+
+def read_source(path) -> tuple[str, int, str]:
+  """read_text's (text, bytes dropped) and the sha256 of the exact bytes read (a shard records it)."""
   try:
     data = Path(path).read_bytes()
   except OSError as e:
     raise UserError(f"cannot read text file {path}: {e.strerror}; check the path or re-extract the corpus") from None
-  return decode_text(data)
+  return (*decode_text(data), hashlib.sha256(data).hexdigest())
 
 
 def split_lines(text: str) -> list[str]:

@@ -21,7 +21,7 @@ The result log appears at log_path only when the run finished; until then (or af
 A NaN/inf loss stops the run: run_stop aborted in the work log and a TrainingDiverged error (exit non-zero).
 """
 from __future__ import annotations
-import dataclasses, hashlib, json, math, os, re, shutil, time
+import dataclasses, hashlib, json, math, os, re, time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -38,6 +38,7 @@ from mlperf_bert.constants import FEATURES
 from mlperf_bert.data.loader import TrainLoader, eval_batches, eval_window, open_shards
 from mlperf_bert.train import cpu_threads, jitmem
 from mlperf_bert.train.mllog import ResultLog
+from mlperf_bert.train.record import publish_result
 from mlperf_bert.train.model import BertConfig, BertForPretraining
 from mlperf_bert.train.optim import OptimConfig, Trainer
 from mlperf_bert.train.hparams import rule_params
@@ -494,7 +495,9 @@ class TrainRun:
     if status == "stopped":
       return RunResult("stopped", step, step * gbs, accs, losses, None, step_ms)
     log.close()
-    with atomic_path(self.log_path) as tmp: shutil.copyfile(self.work_log_path, tmp)
+    # the result log and, beside it, the train record of what this process read and wrote (train/record.py)
+    publish_result(self.work_log_path, self.log_path, shards=self.shards, eval_shard=self.eval_shard,
+                   init_weights=self.init_weights, bert_config=self.bert_config, hp=hp, status=status, accuracies=accs)
     self.work_log_path.unlink()
     for _, p in list_checkpoints(self.ckpt_dir): p.unlink()  # the run is complete: nothing to resume
     return RunResult(status, step, step * gbs, accs, losses, self.log_path, step_ms)

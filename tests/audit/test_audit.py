@@ -157,7 +157,10 @@ def build_tree(tmp_path) -> tuple[Path, Path]:
   import yaml
   from mlperf_bert.audit.tree import current_config
   from mlperf_bert.audit.provenance import write_provenance
-  from mlperf_bert.data.shards import write_sha256sums, write_shard, write_sidecar
+  import hashlib
+  from mlperf_bert.data.corpus import settings
+  from mlperf_bert.data.shards import Shard, write_sha256sums, write_shard, write_sidecar
+  from mlperf_bert.train.record import publish_result
   base = tmp_path / "run"
   cfgfile = tmp_path / "config.yaml"
   cfgfile.write_text(yaml.safe_dump({"basedir": str(base), "preprocessing": {**yaml.safe_load(
@@ -169,16 +172,24 @@ def build_tree(tmp_path) -> tuple[Path, Path]:
   def inst(n):
     return [{"input_ids": rng.integers(5, 100, 16), "segment_ids": [0] * 8 + [1] * 8, "masked_lm_positions": [1, 9],
              "masked_lm_ids": [7, 8], "next_sentence_label": i % 2} for i in range(n)]
+  # the hashes the shard job records in each header: its text (results4/), settings and vocab (audit/chain.py)
+  sha = lambda p: hashlib.sha256(p.read_bytes()).hexdigest()
+  pre = yaml.safe_load(cfgfile.read_text())["preprocessing"]
+  record = dict(settings_sha256=settings(**pre).sha256(), vocab_sha256=sha(base / "download/vocab.txt"))
+  (base / "results4").mkdir()
   sides = []
-  for t in ("part-00000-of-00002", "part-00001-of-00002"):
-    write_shard(base / "shards" / f"{t}.shard", inst(5), max_seq_length=16, max_predictions_per_seq=2)
-    sides.append(write_sidecar(base / "shards" / f"{t}.shard"))
-  write_sha256sums(base / "shards/SHA256SUMS", sides)
-  write_shard(base / "eval/eval.shard", inst(3), max_seq_length=16, max_predictions_per_seq=2)
-  write_sidecar(base / "eval/eval.shard")
+  for t in ("part-00000-of-00002", "part-00001-of-00002", "eval.txt"):
+    (base / "results4" / t).write_text(f"the text of {t}\n")
+    out = base / ("eval/eval.shard" if t == "eval.txt" else f"shards/{t}.shard")
+    write_shard(out, inst(3 if t == "eval.txt" else 5), max_seq_length=16, max_predictions_per_seq=2,
+                source_sha256=sha(base / "results4" / t), **record)
+    sides.append(write_sidecar(out))
+  write_sha256sums(base / "shards/SHA256SUMS", sides[:2])
   log = base / "results/tinybox_green/result_bert_6505.log"
-  log.parent.mkdir(parents=True)
-  shutil.copy(DATA / "results/tinybox_green/bert/result_0.txt", log)
+  # the result log as the train process puts it in place, with its train record
+  publish_result(DATA / "results/tinybox_green/bert/result_0.txt", log, shards=[Shard(p) for p in sorted(
+                 (base / "shards").glob("*.shard"))], eval_shard=Shard(base / "eval/eval.shard"), init_weights=None,
+                 bert_config=base / "download/bert_config.json", hp={"SEED": 6505}, status="success", accuracies=[])
   cfg = current_config(REPO, [str(cfgfile)], {})
   write_provenance(log.with_name("result_bert_6505.provenance.json"), log_path=log, config=cfg, seed=6505,
                    platform="tinybox_green", command=["snakemake"], repo_dir=REPO,
@@ -202,6 +213,8 @@ def test_clean_tree_passes(tmp_path, capsys):
   assert re.search(r"PASS\s+checksums\s+shards, eval\s+2 shard\(s\) and 1 eval set", out)
   assert re.search(r"PASS\s+provenance\s+results/tinybox_green/result_bert_6505.log\s+log and 6 input files match", out)
   assert re.search(r"PASS\s+config", out) and re.search(r"SKIP\s+dry run", out)
+  assert re.search(r"PASS\s+chain\s+results/tinybox_green/result_bert_6505.log\s+train record -> log", out), out
+  assert re.search(r"PASS\s+chain\s+shards, eval\s+text -> shard: each of 3 shard\(s\)", out), out
   assert tree_digest(base) == before
 
 

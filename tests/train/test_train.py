@@ -258,3 +258,26 @@ def test_initial_weights_are_loaded(data, tmp_path):
   steps = Steps(cfg, hp, ("CPU",), seed=0, init_weights=tmp_path / "model.safetensors")
   for k, t in steps.model.state_dict().items():
     np.testing.assert_array_equal(t.numpy(), weights[k])
+
+
+def test_train_record_holds_the_bytes_the_run_read_and_wrote(data, tmp_path):
+  """The record beside the result log: the sha256 of each shard as the run mapped it (a shard replaced on disk after
+  the run opened it is recorded as what was read, so the audit sees the change), of the eval set and of the log."""
+  import hashlib, shutil
+  from mlperf_bert.train.record import read_record, record_path
+  sha = lambda p: hashlib.sha256(p.read_bytes()).hexdigest()
+  own = dict(data, shards=[shutil.copy(p, tmp_path / p.name) for p in data["shards"]])
+  read = sha(own["shards"][0])
+  run = make_run(own, tmp_path, TRAIN_STEPS=2, EVAL_STEP_FREQ=2, NUM_WARMUP_STEPS=1, CKPT=False)
+  other = tmp_path / "other.shard"
+  shutil.copy(data["shards"][1], other)
+  os.replace(other, own["shards"][0])  # after the run opened its shards
+  res = run.run()
+  rec = read_record(record_path(res.log_path))
+  assert record_path(res.log_path).name == "result_bert_3.train.json"
+  assert rec["log"]["sha256"] == sha(res.log_path) and rec["seed"] == 3 and rec["status"] == res.status
+  assert [e["sha256"] for e in rec["shards"]] == [read] + [sha(p) for p in own["shards"][1:]]
+  assert sha(own["shards"][0]) != read
+  assert rec["eval_set"]["sha256"] == sha(data["eval"]) and rec["bert_config"]["sha256"] == sha(data["config"])
+  assert rec["init_checkpoint"] is None and rec["eval_accuracy"] == [[s, a] for s, a in res.accuracies]
+  assert all(not e["path"].startswith("/") for e in rec["shards"])

@@ -96,6 +96,11 @@ def test_clean_tree_audit_passes(run):
     assert re.search(rf"PASS\s+provenance\s+{re.escape(log)}\s+log and \d+ input files match", out), out
     assert re.search(rf"PASS\s+config\s+{re.escape(log)}", out), out
     assert re.search(rf"PASS\s+run_stop\s+{re.escape(log)}\s+status success", out), out
+    # the chain: what the shard and train processes recorded agrees with the files present
+    assert re.search(rf"PASS\s+chain\s+{re.escape(log)}\s+shard -> train record: the 8 shard\(s\)", out), out
+    assert re.search(rf"PASS\s+chain\s+{re.escape(log)}\s+train record -> log: the log is byte for byte", out), out
+  assert re.search(r"PASS\s+chain\s+shards, eval\s+text -> shard: each of 9 shard\(s\) was built from the text", out), out
+  assert re.search(r"PASS\s+chain\s+shards, eval\s+no duplicate shards", out), out
 
 
 def test_provenance_records_name_every_shard_and_the_log(run):
@@ -115,8 +120,12 @@ def test_one_changed_shard_byte_fails_and_names_the_shard(run):
   rc, fails, out = _audit_with_flipped(run, victim, 100)
   assert rc == 1, out
   assert fails and all(victim in l for l in fails), fails
-  assert {l.split()[1] for l in fails} == {"checksums", "provenance"}, fails  # named by both, for each record
+  # named by the checksums, each provenance record, and the chain: its header (offset 100: the source sha256) no
+  # longer reads, and it is not the shard each train process read
+  assert {l.split()[1] for l in fails} == {"checksums", "provenance", "chain"}, fails
   assert sum(l.split()[1] == "provenance" for l in fails) == len(SEEDS)
+  assert sum("shard -> train record: sha256 now" in l for l in fails) == len(SEEDS), fails
+  assert any("text -> shard: " in l and "header checksum mismatch" in l for l in fails), fails
 
 
 def test_one_changed_log_byte_fails_and_names_the_log(run):
@@ -128,6 +137,7 @@ def test_one_changed_log_byte_fails_and_names_the_log(run):
   assert rc == 1, out
   assert fails and all(victim in l for l in fails), fails
   assert any(l.split()[1] == "provenance" and "md5, sha256 differ" in l for l in fails), fails
+  assert any(l.split()[1] == "chain" and "train record -> log: the log's sha256" in l for l in fails), fails
 
 
 def test_changed_config_key_fails_and_names_the_key(run):
@@ -228,3 +238,61 @@ def test_snakemake_report_has_the_run_plots(run):
   for s in SEEDS:
     assert f"run_{s}.png" in html
   assert "shards.png" in html and "audit.html" in html
+
+
+# ---- the two whitewashing sequences: re-running the workflow after a tampering must never make the audit pass ----
+def _copy(run, dst: Path) -> Run:
+  """A copy of the finished working directory (config, basedir, .snakemake), modification times kept: Snakemake
+  sees the same tree, and the module's tree stays untouched for the other tests. Without the submission package
+  test_submission_package adds (its audit fails for its 2 of 10 logs): the tree as `snakemake all` leaves it."""
+  shutil.copytree(run.wd, dst, symlinks=True, ignore=lambda d, names: ["submission"] if d == str(run.base) else [])
+  return Run(dst)
+
+
+def test_edited_accuracy_then_snakemake_all_still_fails_at_the_log(run, tmp_path):
+  """Sequence 1: one eval_accuracy of a result log edited, then `snakemake --cores 1 all`. The provenance rule
+  re-records the edited log (its row passes), but the train record is the train process's: the audit FAILs at
+  train record -> log, naming the accuracy the train process measured."""
+  c = _copy(run, tmp_path / "wd")
+  log = c.logs[0]
+  text = log.read_text()
+  edited, n = re.subn(r'("key": "eval_accuracy", "value": )0\.0', r"\g<1>0.7", text, count=1)
+  assert n == 1
+  log.write_text(edited)
+  snakemake(c.wd, "--cores", "1", "all", configfile=c.cfg)  # targets last
+  rc, out = c.audit()
+  assert rc == 1, out
+  rel = f"results/{PLATFORM}/{log.name}"
+  assert re.search(rf"PASS\s+provenance\s+{re.escape(rel)}\s+log and \d+ input files match", out), out  # whitewashed
+  assert re.search(r"PASS\s+dry run\s+.*nothing to be done", out), out
+  fails = _fails(out)
+  assert len(fails) == 1 and re.match(rf"FAIL\s+chain\s+{re.escape(rel)}\s+train record -> log: ", fails[0]), fails
+  assert re.search(r"eval_accuracy #1: the log says 0\.7\d*, the train process measured 0\.0\d+", fails[0]), fails
+
+
+def test_shard_copied_over_another_then_forced_records_still_fails_at_the_shard(run, tmp_path):
+  """Sequence 2: part-00002's shard copied over part-00001's, its sidecar remade with sha256sum, then
+  `snakemake --forcerun shard_checksums all` and `--force` of the provenance records. Checksums and provenance pass
+  (whitewashed); the chain FAILs: part-00001's header names part-00002's text, the two shards are duplicates, and
+  neither train process read that shard."""
+  c = _copy(run, tmp_path / "wd")
+  shards = c.base / "shards"
+  a, b = "part-00001-of-00008.shard", "part-00002-of-00008.shard"
+  shutil.copyfile(shards / b, shards / a)
+  side = subprocess.run(["sha256sum", a], cwd=shards, capture_output=True, text=True, check=True).stdout
+  (shards / f"{a}.sha256").write_text(side)
+  snakemake(c.wd, "--forcerun", "shard_checksums", "--cores", "1", "all", configfile=c.cfg)
+  records = [str(l.relative_to(c.wd).with_name(l.name[:-4] + ".provenance.json")) for l in c.logs]
+  snakemake(c.wd, "--cores", "1", "--force", *records, configfile=c.cfg)
+  snakemake(c.wd, "--cores", "1", "all", configfile=c.cfg)  # what the forced records left to do (report_audit)
+  rc, out = c.audit()
+  assert rc == 1, out
+  assert re.search(r"PASS\s+checksums\s+shards, eval\s+8 shard\(s\)", out), out                  # whitewashed
+  assert all(re.search(rf"PASS\s+provenance\s+results/{PLATFORM}/{l.name}", out) for l in c.logs), out
+  assert re.search(r"PASS\s+dry run\s+.*nothing to be done", out), out
+  fails = _fails(out)
+  assert fails and all(l.split()[1] == "chain" for l in fails), fails
+  assert re.search(rf"FAIL\s+chain\s+shards/{a}\s+text -> shard: built from other text: .* is that of "
+                   rf"results4/{b[:-6]}, not results4/{a[:-6]}", out), out
+  assert re.search(rf"FAIL\s+chain\s+.*duplicate shards: shards/{a} and shards/{b} are identical", out), out
+  assert sum(f"shards/{a}" in l and "shard -> train record: sha256 now" in l for l in fails) == len(SEEDS), fails

@@ -14,6 +14,7 @@ with job_log(snakemake.log[0]):
             "shard_sums": [i.shard_sums],
             "eval": [i.eval],
             "checkpoint": list(i.checkpoint),
+            "train_record": [i.train_record],
         },
         config=snakemake.params.config,
         seed=snakemake.wildcards.seed,
