@@ -80,6 +80,22 @@ def _batch(batches, prefix):
   return {k: batches[f"{prefix}/{k}"] for k in FEATURES}
 
 
+def _step_row(steps, b, devices=()) -> dict:
+  """One train step on batch `b`, with the masked-LM and next-sentence losses at the weights before it (the batch
+  sharded over `devices` as the step shards it): the numbers the fixture records per step."""
+  with Context(TRAINING=0):
+    t = {k: Tensor(v) for k, v in b.items()}
+    if len(devices) > 1:
+      for v in t.values(): v.shard_(tuple(devices), axis=0)
+    mlm, nsp = steps.model.forward(t["input_ids"], t["segment_ids"], t["input_mask"], t["masked_lm_positions"])
+    lm_loss, ns_loss = steps.model.loss_terms(mlm, nsp, t["masked_lm_ids"], t["masked_lm_weights"],
+                                             t["next_sentence_labels"])
+    lm_loss, ns_loss = lm_loss.item(), ns_loss.item()
+  loss, norm, lr = steps.train(b)
+  return {"loss": loss.item(), "masked_lm_loss": lm_loss, "next_sentence_loss": ns_loss, "lr": lr.item(),
+          "global_norm": norm.item()}
+
+
 @pytest.fixture(scope="module", params=[(0, False), (1024, True)], ids=["train_bert-layout", "demo-layout"])
 def trained(parity, request):
   """Five training steps of this project's trainer from the fixture's weights and batches."""
@@ -89,16 +105,7 @@ def trained(parity, request):
   assert (steps.model.decoder_block, steps.model.last_layer_rows) == (block, rows)
   rows = []
   for i in range(tool.SETTINGS["STEPS"]):
-    b = _batch(batches, f"train{i}")
-    with Context(TRAINING=0):
-      t = {k: Tensor(v) for k, v in b.items()}
-      mlm, nsp = steps.model.forward(t["input_ids"], t["segment_ids"], t["input_mask"], t["masked_lm_positions"])
-      lm_loss, ns_loss = steps.model.loss_terms(mlm, nsp, t["masked_lm_ids"], t["masked_lm_weights"],
-                                               t["next_sentence_labels"])
-      lm_loss, ns_loss = lm_loss.item(), ns_loss.item()
-    loss, norm, lr = steps.train(b)
-    rows.append({"loss": loss.item(), "masked_lm_loss": lm_loss, "next_sentence_loss": ns_loss, "lr": lr.item(),
-                 "global_norm": norm.item()})
+    rows.append(_step_row(steps, _batch(batches, f"train{i}")))
   return hp, steps, rows
 
 
@@ -255,18 +262,7 @@ def _run_plan(tool, init, batches, devices=("CPU",), plan="ttttte", **over):
   for what in plan:
     if what == "e":
       evals.append(_eval_numbers(steps, batches, tool.SETTINGS["EVAL_BATCHES"])[0]); continue
-    b = _batch(batches, f"train{i}")
-    with Context(TRAINING=0):
-      t = {k: Tensor(v) for k, v in b.items()}
-      if len(devices) > 1:
-        for v in t.values(): v.shard_(tuple(devices), axis=0)
-      mlm, nsp = steps.model.forward(t["input_ids"], t["segment_ids"], t["input_mask"], t["masked_lm_positions"])
-      lm_loss, ns_loss = steps.model.loss_terms(mlm, nsp, t["masked_lm_ids"], t["masked_lm_weights"],
-                                               t["next_sentence_labels"])
-      lm_loss, ns_loss = lm_loss.item(), ns_loss.item()
-    loss, norm, lr = steps.train(b)
-    rows.append({"loss": loss.item(), "masked_lm_loss": lm_loss, "next_sentence_loss": ns_loss, "lr": lr.item(),
-                 "global_norm": norm.item()})
+    rows.append(_step_row(steps, _batch(batches, f"train{i}"), devices))
     i += 1
   return {"steps": rows, "evals": evals, "weights": _summary(tool, steps.model.state_dict()),
           "dtypes": {"params": sorted({str(p.dtype) for p in steps.model.parameters()}), "compute": str(steps.model.dtype)}}
