@@ -196,11 +196,13 @@ def test_run_evaluate_uses_the_setting(parity, trained, tmp_path):
                  "masked_lm_ids": ev["masked_lm_ids"][i][m].tolist(),
                  "next_sentence_label": int(ev["next_sentence_labels"][i][0])})
   write_shard(tmp_path / "eval.shard", rows, max_seq_length=s["SEQ"], max_predictions_per_seq=s["PRED"])
+  # a training shard of its own (train refuses the eval set as one); the eval step reads only the eval set
+  write_shard(tmp_path / "train.shard", rows, max_seq_length=s["SEQ"], max_predictions_per_seq=s["PRED"])
   config = tmp_path / "bert_config.json"
   config.write_text(json.dumps({**tool.model_config().__dict__}))
   results = {}
   for metric in ("tinygrad", "pooled"):
-    run = TrainRun({**hp, "EVAL_METRIC": metric}, shard_paths=[tmp_path / "eval.shard"], eval_path=tmp_path / "eval.shard",
+    run = TrainRun({**hp, "EVAL_METRIC": metric}, shard_paths=[tmp_path / "train.shard"], eval_path=tmp_path / "eval.shard",
                    bert_config=config, log_path=tmp_path / "r.log", work_log_path=tmp_path / "p.log",
                    ckpt_dir=tmp_path / "ckpt", max_seq_length=s["SEQ"], max_predictions_per_seq=s["PRED"], echo=False,
                    progress=False)
