@@ -229,9 +229,9 @@ def test_corrupted_topic_fails_alone_as_a_failed_slurm_job(runs):
 
 
 def _readme_slurm_dry_run() -> str:
-  """The README's SLURM dry-run command (the fourth workflow)."""
+  """The README's SLURM dry-run command (the workflow "On a SLURM cluster")."""
   text = (REPO / "README.md").read_text()
-  section = text.split("### 4. On a SLURM cluster", 1)[1].split("\n### ", 1)[0].split("\n## ", 1)[0]
+  section = re.split(r"### \d+\. On a SLURM cluster", text, maxsplit=1)[1].split("\n### ", 1)[0].split("\n## ", 1)[0]
   cmd = " ".join(l.strip().rstrip("\\").strip() for l in section.split("```bash", 1)[1].split("```", 1)[0]
                  .split("# dry run:", 1)[1].splitlines()[1:3])
   assert cmd.startswith("snakemake ") and " -n" in cmd, cmd
