@@ -241,7 +241,7 @@ def _add_train(sub) -> None:
 # ---------------------------------------------------------------------------------------------------- audit
 
 def _cmd_audit(a) -> int:
-  from mlperf_bert.audit.checks import format_table
+  from mlperf_bert.audit.rows import format_table
   from mlperf_bert.audit.logs import normalize_ruleset
   from mlperf_bert.audit.tree import run_audit
   from mlperf_bert.fileio import atomic_path

@@ -7,7 +7,8 @@ from pathlib import Path
 
 from mlperf_bert.errors import UserError
 from mlperf_bert.constants import RULESET
-from mlperf_bert.audit.checks import Audit, check_logs, check_ruleset, detect_kind, is_org_dir, shorten
+from mlperf_bert.audit.checks import check_logs, check_ruleset, detect_kind, is_org_dir
+from mlperf_bert.audit.rows import Audit, shorten
 from mlperf_bert.audit.org import audit_org, audit_submission
 from mlperf_bert.audit.chain import check_chain, recorded_preprocessing
 from mlperf_bert.audit.logs import read_log
