@@ -15,7 +15,7 @@ from snakemake.utils import min_version
 from mlperf_bert.config import check_basedir, load_schema, parse_text_values, validate_config
 from mlperf_bert.constants import RULESET
 from mlperf_bert.data import r2 as _r2
-from mlperf_bert.data.shards import VERSION as SHARD_FORMAT
+from mlperf_bert.data.shard_header import VERSION as SHARD_FORMAT
 from mlperf_bert.data.extract import topics as manifest_topics
 from mlperf_bert.errors import UserError
 from mlperf_bert.snakejob import lock_basedir, record_command
