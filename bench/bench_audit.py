@@ -26,7 +26,8 @@ from machine import describe  # noqa: E402
 
 from mlperf_bert.audit.checkers import (compliance_check, package_checker, rcp_check, result_summarizer,  # noqa: E402
                                         system_desc_check)
-from mlperf_bert.audit.checks import Audit, check_logs  # noqa: E402
+from mlperf_bert.audit.checks import check_logs  # noqa: E402
+from mlperf_bert.audit.rows import Audit  # noqa: E402
 from mlperf_bert.audit.logs import read_log  # noqa: E402
 from mlperf_bert.audit.org import LOG_GLOB, log_index  # noqa: E402
 

@@ -84,6 +84,39 @@ def log_phases(log: Path):
   return out
 
 
+def per_rule(jobs: list[dict]) -> dict[str, dict]:
+  """The jobs' figures summed per rule, in the order the rules first ran."""
+  rules: dict[str, dict] = {}
+  for j in sorted(jobs, key=lambda j: j["start"]):
+    d = rules.setdefault(j["rule"], {"jobs": 0, "wall_s": 0.0, "cpu_s": 0.0, "peak_rss_mb": 0.0, "first": j["start"], "last": j["end"]})
+    d["jobs"] += 1
+    d["wall_s"] += j["end"] - j["start"]
+    d["cpu_s"] += j["cpu_s"]
+    d["peak_rss_mb"] = max(d["peak_rss_mb"], j["peak_rss_mb"])
+    d["first"], d["last"] = min(d["first"], j["start"]), max(d["last"], j["end"])
+  return rules
+
+
+def report_logs(tree: Path) -> dict:
+  """Print (and return) the INIT/RUN phases of the demo's result logs and the step times of its train logs."""
+  logs = sorted((tree / "results" / "demo" / "results").glob("*/result_bert_*.log"))
+  phases = {}
+  for log in logs:
+    phases[log.name] = ph = log_phases(log)
+    print(f"{log.relative_to(tree)}: INIT phase {ph.get('init_s', float('nan')):.1f} s, RUN phase {ph.get('run_s', float('nan')):.1f} s, "
+          f"status {ph.get('status')}; masked-LM accuracy at (samples) " + ", ".join(f"{e}: {v:.4f}" for e, v in ph["accuracies"]))
+  for tlog in sorted((tree / "results" / "demo" / "logs" / "train").glob("*/seed_*.log")):
+    text = tlog.read_text(errors="replace").replace("\r", "\n")
+    steps = [float(m.group(2)) for m in re.finditer(r"^\s*(\d+)\s+([\d.]+) ms run", text, re.MULTILINE)]
+    init = re.search(r"init: compiled .* in ([\d.]+) s", text)
+    if steps:
+      med = sorted(steps)[len(steps) // 2]
+      phases.setdefault("train_logs", {})[tlog.name] = {"first_step_ms": steps[0], "median_step_ms": med, "steps": len(steps)}
+      print(f"{tlog.relative_to(tree)}: INIT warm-up {init.group(1) if init else '?'} s; first RUN step {steps[0]:.0f} ms "
+            f"(its kernels compiled by INIT), median step {med:.0f} ms over {len(steps)} steps")
+  return phases
+
+
 def main():
   ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   ap.add_argument("--checkout", type=Path, default=REPO, help="the checkout to run (default: this one)")
@@ -130,14 +163,7 @@ def main():
     print((scratch / "snakemake.out").read_text()[-4000:])
     sys.exit(f"bench_demo.py: snakemake failed (exit {p.returncode}); scratch kept at {scratch}")
   jobs = [json.loads(l) for l in jobs_file.read_text().splitlines()] if jobs_file.exists() else []
-  rules: dict[str, dict] = {}
-  for j in sorted(jobs, key=lambda j: j["start"]):
-    d = rules.setdefault(j["rule"], {"jobs": 0, "wall_s": 0.0, "cpu_s": 0.0, "peak_rss_mb": 0.0, "first": j["start"], "last": j["end"]})
-    d["jobs"] += 1
-    d["wall_s"] += j["end"] - j["start"]
-    d["cpu_s"] += j["cpu_s"]
-    d["peak_rss_mb"] = max(d["peak_rss_mb"], j["peak_rss_mb"])
-    d["first"], d["last"] = min(d["first"], j["start"]), max(d["last"], j["end"])
+  rules = per_rule(jobs)
   print(f"\nmachine: {describe(m)}")
   print(f"\n{'rule':<20} {'jobs':>4} {'wall s (sum)':>12} {'span s':>8} {'CPU s':>8} {'peak RSS MB':>11}")
   for name, d in rules.items():
@@ -146,21 +172,7 @@ def main():
   print(f"{'snakemake itself':<20} {'':>4} {'':>12} {'':>8} {total_cpu - jobs_cpu:>8.1f}")
   print(f"{'TOTAL':<20} {len(jobs):>4} {wall:>12.1f} {'':>8} {total_cpu:>8.1f}")
   print(f"\nSnakemake wall {wall:.1f} s ({wall / 60:.2f} min), CPU (user+sys, all processes) {total_cpu:.1f} s")
-  logs = sorted((tree / "results" / "demo" / "results").glob("*/result_bert_*.log"))
-  phases = {}
-  for log in logs:
-    phases[log.name] = ph = log_phases(log)
-    print(f"{log.relative_to(tree)}: INIT phase {ph.get('init_s', float('nan')):.1f} s, RUN phase {ph.get('run_s', float('nan')):.1f} s, "
-          f"status {ph.get('status')}; masked-LM accuracy at (samples) " + ", ".join(f"{e}: {v:.4f}" for e, v in ph["accuracies"]))
-  for tlog in sorted((tree / "results" / "demo" / "logs" / "train").glob("*/seed_*.log")):
-    text = tlog.read_text(errors="replace").replace("\r", "\n")
-    steps = [float(m.group(2)) for m in re.finditer(r"^\s*(\d+)\s+([\d.]+) ms run", text, re.MULTILINE)]
-    init = re.search(r"init: compiled .* in ([\d.]+) s", text)
-    if steps:
-      med = sorted(steps)[len(steps) // 2]
-      phases.setdefault("train_logs", {})[tlog.name] = {"first_step_ms": steps[0], "median_step_ms": med, "steps": len(steps)}
-      print(f"{tlog.relative_to(tree)}: INIT warm-up {init.group(1) if init else '?'} s; first RUN step {steps[0]:.0f} ms "
-            f"(its kernels compiled by INIT), median step {med:.0f} ms over {len(steps)} steps")
+  phases = report_logs(tree)
   if a.json:
     a.json.write_text(json.dumps({"machine": m, "wall_s": wall, "cpu_s": total_cpu, "rules": rules, "jobs": jobs,
                                   "logs": phases, "checkout": str(checkout), "rev": a.rev}, indent=1))

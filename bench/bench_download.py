@@ -1,4 +1,4 @@
-"""Throughput of the resumable HTTP download (mlperf_bert/data/r2.py) on a loopback server, md5 + sha256 included.
+"""Throughput of the resumable HTTP download (mlperf_bert/data/http.py) on a loopback server, md5 + sha256 included.
 
 Serves SIZE MB from memory on 127.0.0.1 (HTTP Range supported), then times: a whole download, and a download
 resumed from a .part holding the first half. Loopback measures the client's own cost (network, writes, hashing),
@@ -10,7 +10,7 @@ import argparse, hashlib, http.server, os, re, sys, tempfile, threading, time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from mlperf_bert.data import r2  # noqa: E402
+from mlperf_bert.data.http import download_file, part_path  # noqa: E402
 from machine import describe  # noqa: E402
 
 
@@ -46,12 +46,12 @@ def main():
   with tempfile.TemporaryDirectory() as tmp:
     out = Path(tmp) / "blob"
     t0 = time.perf_counter()
-    r2.download_file(url, out, **quiet)
+    download_file(url, out, **quiet)
     whole = time.perf_counter() - t0
     out.unlink()
-    r2.part_path(out, md5, url).write_bytes(data[: len(data) // 2])
+    part_path(out, md5, url).write_bytes(data[: len(data) // 2])
     t0 = time.perf_counter()
-    info = r2.download_file(url, out, **quiet)
+    info = download_file(url, out, **quiet)
     resumed = time.perf_counter() - t0
     assert info["resumed_from"] == len(data) // 2 and info["md5"] == md5
   srv.shutdown()

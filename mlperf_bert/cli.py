@@ -22,7 +22,7 @@ def _log(msg: str) -> None:
 
 def _cmd_download(a) -> int:
   from mlperf_bert.data.download import fetch
-  from mlperf_bert.data.fetch_http import FetchPolicy
+  from mlperf_bert.data.http import FetchPolicy
   policy = FetchPolicy(deadline_s=a.deadline, stall_s=a.stall, max_file_bytes=a.max_bytes,
                        listing_deadline_s=min(a.deadline, FetchPolicy.listing_deadline_s))
   fetch(a.source, a.output, md5=a.md5, path=a.path, attempts=a.attempts, policy=policy)
@@ -91,7 +91,7 @@ def _add_data(sub) -> None:
   p.add_argument("--output", required=True)
   p.add_argument("--md5", default=None, help="published md5 to check (optional)")
   p.add_argument("--path", default=None, help="for an R2 dataset: the file's path in its md5 list (default: the output's name)")
-  from mlperf_bert.data.fetch_http import FetchPolicy
+  from mlperf_bert.data.http import FetchPolicy
   p.add_argument("--deadline", type=_positive(float), default=FetchPolicy.deadline_s,
                  help="seconds the whole download may take, retries included (default: %(default)g)")
   p.add_argument("--stall", type=_positive(float), default=FetchPolicy.stall_s,
@@ -241,7 +241,7 @@ def _add_train(sub) -> None:
 # ---------------------------------------------------------------------------------------------------- audit
 
 def _cmd_audit(a) -> int:
-  from mlperf_bert.audit.checks import format_table
+  from mlperf_bert.audit.rows import format_table
   from mlperf_bert.audit.logs import normalize_ruleset
   from mlperf_bert.audit.tree import run_audit
   from mlperf_bert.fileio import atomic_path

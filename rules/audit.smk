@@ -2,19 +2,19 @@
 #    (`python -m mlperf_bert audit {basedir}`), since it must not rebuild or write into what it checks.
 rule provenance:
     input:
-        log=B("results/{platform}/result_bert_{seed}.log"),
-        train_record=B("results/{platform}/result_bert_{seed}.train.json"),
+        log=B(RESULT_LOG),
+        train_record=B(TRAIN_RECORD),
         downloads=provenance_downloads,
         shards=lambda w: [ancient(p) for p in all_shards(w)],
         shard_sums=ancient(B("shards/SHA256SUMS")),
         eval=ancient(B("eval/eval.shard")),
         checkpoint=initial_checkpoint,
     output:
-        B("results/{platform}/result_bert_{seed}.provenance.json"),
+        B(PROVENANCE),
     params:
         # the config without basedir (the record names files by their place in it): a moved tree, the same params
         config=lambda w: {k: v for k, v in config.items() if k != "basedir"},
-        basedir=lambda w, output: str(Path(output[0]).parents[2]),  # derived: Snakemake does not compare it
+        basedir=lambda w, output: str(target_basedir(output[0], PROVENANCE)),  # derived: not compared
     log:
         B("logs/provenance/{platform}/{seed}.log"),
     conda:
@@ -36,10 +36,8 @@ rule submission_package:
     """The package of the platform's seeds; its system (results/<system>/, systems/<system>.json) is the logs'
     submission_platform, the score file is named after the workflow's platform."""
     input:
-        logs=lambda w: expand(B("results/{platform}/result_bert_{seed}.log"), platform=w.platform,
-                              seed=SEEDS),
-        provenance=lambda w: expand(B("results/{platform}/result_bert_{seed}.provenance.json"),
-                                    platform=w.platform, seed=SEEDS),
+        logs=lambda w: expand(B(RESULT_LOG), platform=w.platform, seed=SEEDS),
+        provenance=lambda w: expand(B(PROVENANCE), platform=w.platform, seed=SEEDS),
     output:
         score=B("submission/{org}.{platform}.score.json"),
     params:
@@ -59,10 +57,10 @@ rule submission_package:
 # Snakemake's report (`snakemake --report report.html`): add these outputs to a target to include them.
 rule report_run:
     input:
-        log=B("results/{platform}/result_bert_{seed}.log"),
+        log=B(RESULT_LOG),
     output:
         report(
-            B("report/{platform}/run_{seed}.png"),
+            B(RUN_FIGURE),
             caption="../workflow/report/run.rst",
             category="Training",
             subcategory="{platform}",
@@ -70,7 +68,8 @@ rule report_run:
         ),
     params:
         # the trainer's job log, which holds its per-step lines (read if present)
-        step_log=lambda w, input: str(Path(input.log).parents[2] / "logs" / "train" / w.platform / f"seed_{w.seed}.log"),
+        step_log=lambda w, input: str(target_basedir(input.log, RESULT_LOG)
+                                      / TRAIN_LOG.format(platform=w.platform, seed=w.seed)),
         target=lambda w: train_hparams(w.seed)["TARGET"],
         note="rehearsal on the CPU, not a result" if REHEARSE else "",
     log:
@@ -105,10 +104,10 @@ rule report_audit:
         provenance=provenance_records,
         sums=B("shards/SHA256SUMS"),
     output:
-        report(B("report/audit.html"), caption="../workflow/report/audit.rst", category="Audit",
+        report(B(AUDIT_PAGE), caption="../workflow/report/audit.rst", category="Audit",
                labels={"table": "audit"}),
     params:
-        basedir=lambda w, output: str(Path(output[0]).parents[1]),
+        basedir=lambda w, output: str(target_basedir(output[0], AUDIT_PAGE)),
         ruleset=RULESET,
     log:
         B("logs/report_audit/report_audit.log"),

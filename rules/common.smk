@@ -15,7 +15,7 @@ from snakemake.utils import min_version
 from mlperf_bert.config import check_basedir, load_schema, parse_text_values, validate_config
 from mlperf_bert.constants import RULESET
 from mlperf_bert.data import r2 as _r2
-from mlperf_bert.data.shards import VERSION as SHARD_FORMAT
+from mlperf_bert.data.shard_header import VERSION as SHARD_FORMAT
 from mlperf_bert.data.extract import topics as manifest_topics
 from mlperf_bert.errors import UserError
 from mlperf_bert.snakejob import lock_basedir, record_command
@@ -59,6 +59,21 @@ onstart:
 def B(*parts):
     """A path under the run's basedir."""
     return str(Path(BASEDIR, *parts))
+
+
+# The artifacts that more than one rule names, as patterns under the basedir (Snakemake wildcards)
+RESULT_LOG = "results/{platform}/result_bert_{seed}.log"
+TRAIN_RECORD = "results/{platform}/result_bert_{seed}.train.json"
+PROVENANCE = "results/{platform}/result_bert_{seed}.provenance.json"
+TRAIN_LOG = "logs/train/{platform}/seed_{seed}.log"  # the train job's log: it holds the trainer's per-step lines
+RUN_FIGURE = "report/{platform}/run_{seed}.png"
+AUDIT_PAGE = "report/audit.html"
+
+
+def target_basedir(target, pattern):
+    """The basedir of `target`, a path written B(pattern). A param derived from a job's own input or output is not
+    compared by Snakemake, so a moved tree reruns nothing."""
+    return Path(target).parents[len(Path(pattern).parts) - 1]
 
 
 def repo_path(p):
@@ -165,7 +180,7 @@ def preflight_result(wildcards=None):
 
 def train_results(wildcards=None):
     """The result logs of the configured platform and seeds (targets of `rule all`)."""
-    return expand(B("results/{platform}/result_bert_{seed}.log"), platform=RUN_NAME, seed=SEEDS)
+    return expand(B(RESULT_LOG), platform=RUN_NAME, seed=SEEDS)
 
 
 # ---- provenance, submission, report (rules/audit.smk) ----
@@ -176,13 +191,13 @@ def provenance_downloads(wildcards=None):
 
 def provenance_records(wildcards=None):
     """The provenance record beside each result log of the configured platform and seeds."""
-    return [p[: -len(".log")] + ".provenance.json" for p in train_results()]
+    return expand(B(PROVENANCE), platform=RUN_NAME, seed=SEEDS)
 
 
 def report_targets(wildcards=None):
     """What Snakemake's report shows: training curves per seed, shard statistics, the audit table."""
-    runs = expand(B("report/{platform}/run_{seed}.png"), platform=RUN_NAME, seed=SEEDS)
-    return runs + [B("report/shards.png"), B("report/audit.html")]
+    runs = expand(B(RUN_FIGURE), platform=RUN_NAME, seed=SEEDS)
+    return runs + [B("report/shards.png"), B(AUDIT_PAGE)]
 
 
 # ---- downloads (rules/download.smk): R2 datasets and their cached md5 lists ----

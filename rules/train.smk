@@ -14,10 +14,10 @@ rule train:
         init_weights=initial_checkpoint,
         preflight=preflight_result,
     output:
-        B("results/{platform}/result_bert_{seed}.log"),
+        B(RESULT_LOG),
         # the train process's record of the shards, eval set and checkpoint it read and of the log it wrote
         # (mlperf_bert/train/record.py): written with the log, by this rule alone; the audit checks the log against it
-        B("results/{platform}/result_bert_{seed}.train.json"),
+        B(TRAIN_RECORD),
     params:
         hparams=lambda w: train_hparams(w.seed),
         tinygrad=TINYGRAD_VERSION,
@@ -25,11 +25,11 @@ rule train:
         max_predictions_per_seq=PRE["max_predictions_per_seq"],
         rehearsal_notes=REHEARSAL_NOTES,
         # derived from the output (under the basedir), so Snakemake does not compare them: a moved tree reruns nothing
-        ckpt_dir=lambda w, output: str(Path(output[0]).parents[2] / "train" / w.platform / f"seed_{w.seed}"),
-        work_log=lambda w, output: str(Path(output[0]).parents[2] / "logs" / "train" / w.platform
+        ckpt_dir=lambda w, output: str(target_basedir(output[0], RESULT_LOG) / "train" / w.platform / f"seed_{w.seed}"),
+        work_log=lambda w, output: str(target_basedir(output[0], RESULT_LOG) / "logs" / "train" / w.platform
                                        / f"result_bert_{w.seed}.partial.log"),
     log:
-        B("logs/train/{platform}/seed_{seed}.log"),
+        B(TRAIN_LOG),
     conda:
         "../envs/train.yaml"
     resources:

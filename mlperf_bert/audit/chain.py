@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Callable
 
-from mlperf_bert.audit.checks import Audit
+from mlperf_bert.audit.rows import Audit
 from mlperf_bert.errors import UserError
 
 CHECK = "chain"

@@ -13,8 +13,7 @@ Nothing is written into the audited tree: the result summarizer and package chec
 See docs/audit.md.
 """
 from __future__ import annotations
-import json, os, re
-from dataclasses import asdict, dataclass, field
+import json, re
 from pathlib import Path
 
 
@@ -22,61 +21,10 @@ from mlperf_bert.errors import UserError
 from mlperf_bert.constants import EVAL_SAMPLES, RULESET
 from mlperf_bert.audit.checkers import bert_in_ruleset, compliance_check, rcp_check, supported_rulesets
 from mlperf_bert.audit.logs import MLPerfLog, olympic_score
+from mlperf_bert.audit.rows import Audit, Rejection, Row, RunVerdict, shorten
 
-# ----------------------------------------------------------------------------------------------------------------
-# the audit's rows
-# ----------------------------------------------------------------------------------------------------------------
 RESULT_COUNT = 10          # logs per system that MLPerf scores BERT from (mlperf_logging.benchmark_meta)
 INIT_LIMIT_MIN = {"closed": 30, "open": 240}   # as the compliance checker's common.yaml sets them
-STATUSES = ("PASS", "FAIL", "WARN", "DROP", "SKIP")
-
-
-@dataclass
-class Row:
-  status: str
-  check: str
-  subject: str
-  reason: str = ""
-
-
-@dataclass
-class RunVerdict:
-  system: str
-  file: str
-  seed: int | None
-  minutes: float | None
-  accuracy: float | None
-  verdict: str
-
-
-@dataclass
-class Audit:
-  path: str
-  kind: str
-  ruleset: str
-  strict: bool = False
-  rows: list[Row] = field(default_factory=list)
-  runs: list[RunVerdict] = field(default_factory=list)
-  scores: dict[str, dict] = field(default_factory=dict)
-
-  def add(self, status: str, check: str, subject: str, reason: str = "") -> Row:
-    assert status in STATUSES, status
-    if status == "WARN" and self.strict: status = "FAIL"
-    row = Row(status, check, subject, reason)
-    self.rows.append(row)
-    return row
-
-  @property
-  def failed(self) -> bool:
-    return any(r.status == "FAIL" for r in self.rows)
-
-  def counts(self) -> dict[str, int]:
-    return {s: sum(r.status == s for r in self.rows) for s in STATUSES}
-
-  def to_dict(self) -> dict:
-    return {"path": self.path, "kind": self.kind, "ruleset": self.ruleset, "verdict": "FAIL" if self.failed else "PASS",
-            "counts": self.counts(), "rows": [asdict(r) for r in self.rows], "runs": [asdict(r) for r in self.runs],
-            "scores": self.scores}
 
 
 def _fingerprint(log: MLPerfLog) -> tuple:
@@ -84,13 +32,113 @@ def _fingerprint(log: MLPerfLog) -> tuple:
   return tuple((e.key, json.dumps(e.value, sort_keys=True), e.time_ms) for e in log.events if e.key != "seed")
 
 
-def shorten(items: list[str], n: int = 3) -> str:
-  s = "; ".join(items[:n])
-  return s + (f"; ... ({len(items) - n} more)" if len(items) > n else "")
-
-
 def _norm_org(name: str) -> str:
   return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# the checks of one log: each returns its rows (a Rejection is a row that rejects the run)
+# ----------------------------------------------------------------------------------------------------------------
+def check_encoding(log: MLPerfLog, s: str) -> list[Row]:
+  if not log.non_utf8:
+    return []
+  return [Row("WARN", "encoding", s, f"{len(log.non_utf8)} line(s) hold bytes that are not UTF-8 (line "
+              f"{shorten([str(n) for n in log.non_utf8])}); read as latin-1, as mlperf-logging reads them")]
+
+
+def check_parse(log: MLPerfLog, s: str) -> list[Row]:
+  if log.malformed:
+    return [Rejection("FAIL", "parse", s, f"{len(log.malformed)} malformed :::MLLOG line(s): "
+                      + shorten([str(m) for m in log.malformed]))]
+  if not log.events:
+    return [Rejection("FAIL", "parse", s, "no :::MLLOG lines: not an MLPerf result log")]
+  return [Row("PASS", "parse", s, f"{len(log.events)} :::MLLOG events")]
+
+
+def check_benchmark(log: MLPerfLog, s: str) -> list[Row]:
+  if log.benchmark == "bert":
+    return []
+  return [Rejection("FAIL", "benchmark", s, f"submission_benchmark is {str(log.benchmark)[:80]!r}, expected 'bert': "
+                    "a log of another benchmark (or none) in a BERT result directory")]
+
+
+def check_division(log: MLPerfLog, s: str, division: str | None) -> list[Row]:
+  if division and log.division and log.division != division:
+    return [Row("WARN", "division", s, f"log says {str(log.division)[:40]!r}, systems json says {division!r}")]
+  return []
+
+
+def check_platform(log: MLPerfLog, s: str, expect_platform: str | None) -> list[Row]:
+  if expect_platform and log.platform and log.platform != expect_platform:
+    return [Row("WARN", "platform", s, f"submission_platform {str(log.platform)[:80]!r} differs from the system "
+                f"{expect_platform!r}")]
+  return []
+
+
+def check_org(log: MLPerfLog, s: str, expect_org: str | None) -> list[Row]:
+  if expect_org and log.org is not None and _norm_org(str(log.org)) != _norm_org(expect_org):
+    return [Row("WARN", "org", s, f"submission_org {str(log.org)[:80]!r} is not the submission directory's "
+                f"organization {expect_org!r}")]
+  return []
+
+
+def check_ruleset_claim(log: MLPerfLog, s: str, ruleset: str) -> list[Row]:
+  claim = log.claimed_ruleset
+  if not claim or claim == ruleset:
+    return []
+  if not bert_in_ruleset(claim):
+    return [Row("FAIL", "ruleset claim", s, f"log claims ruleset {claim[:20]}, which has no BERT benchmark (BERT's "
+                f"last MLPerf Training ruleset is {RULESET}); checked under {ruleset}")]
+  return [Row("WARN", "ruleset claim", s, f"log claims ruleset {claim}; checked under {ruleset}")]
+
+
+def check_compliance(log: MLPerfLog, s: str, ruleset: str) -> list[Row]:
+  """mlperf-logging's compliance checker on the log (not run on a log over the audit's bounds)."""
+  assert log.path is not None
+  if log.over_bounds:
+    return [Row("FAIL", "compliance", s, "not run: the log breaks the audit's bounds (the parse row)")]
+  ok, msgs = compliance_check(log.path, ruleset)
+  if ok:
+    return [Row("PASS", "compliance", s, f"mlperf-logging compliance_checker, training {ruleset}")]
+  if not log.converged and not log.malformed and log.benchmark == "bert" and log.events:
+    return [Row("DROP", "compliance", s, f"not converged ({log.nonconvergence_reason()}); checker: {shorten(msgs)}")]
+  return [Rejection("FAIL", "compliance", s, shorten(msgs) or "compliance checker rejected the log")]
+
+
+def check_run_stop(log: MLPerfLog, s: str) -> list[Row]:
+  if log.converged:
+    return [Row("PASS", "run_stop", s, f"status success after {log.run_minutes:.2f} min")]
+  return [Row("DROP", "run_stop", s, f"not converged: {log.nonconvergence_reason()}")]
+
+
+def check_init_time(log: MLPerfLog, s: str, division: str | None) -> list[Row]:
+  limit = INIT_LIMIT_MIN.get(division or "", 30)
+  im = log.init_minutes
+  if im is None:
+    return [Rejection("FAIL", "init time", s, "no init_start/init_stop pair")]
+  if im >= limit:
+    return [Rejection("FAIL", "init time", s, f"init took {im:.2f} min; the {division or 'closed'} division "
+                      f"allows < {limit}")]
+  return [Row("PASS", "init time", s, f"{im:.2f} min < {limit}")]
+
+
+def check_eval_samples(log: MLPerfLog, s: str, division: str | None) -> list[Row]:
+  if division != "closed":
+    return []
+  es = log.eval_samples
+  if es == EVAL_SAMPLES:
+    return [Row("PASS", "eval_samples", s, f"{es}")]
+  return [Row("WARN", "eval_samples", s, f"eval_samples is {str(es)[:40]!r}; the closed BERT eval set has "
+              f"{EVAL_SAMPLES:,} samples (mlperf-logging's checkers do not test this)")]
+
+
+def check_seed(log: MLPerfLog, s: str, division: str | None) -> list[Row]:
+  if log.seed is None:
+    # mlperf-logging's seed checker runs on the closed division only
+    return [Row("FAIL" if division != "open" else "WARN", "seed", s, "no integer `seed` event; every run logs its seed")]
+  if len(set(map(str, log.seeds))) > 1:
+    return [Row("WARN", "seed", s, f"several seeds logged: {shorten([str(v)[:40] for v in log.seeds])}")]
+  return []
 
 
 def _check_one_log(audit: Audit, log: MLPerfLog, s: str, *, division: str | None, ruleset: str,
@@ -98,109 +146,83 @@ def _check_one_log(audit: Audit, log: MLPerfLog, s: str, *, division: str | None
   """The rows of one log. Returns (counts toward the score, the rows that reject the run: DROP when olympic
   scoring can drop it, FAIL when it cannot; check_logs settles which)."""
   log_div = log.division or division
-  pending: list[Row] = []
-  if log.non_utf8:
-    audit.add("WARN", "encoding", s, f"{len(log.non_utf8)} line(s) hold bytes that are not UTF-8 (line "
-              f"{shorten([str(n) for n in log.non_utf8])}); read as latin-1, as mlperf-logging reads them")
-  if log.malformed:
-    pending.append(audit.add("FAIL", "parse", s, f"{len(log.malformed)} malformed :::MLLOG line(s): "
-                             + shorten([str(m) for m in log.malformed])))
-  elif not log.events:
-    pending.append(audit.add("FAIL", "parse", s, "no :::MLLOG lines: not an MLPerf result log"))
-  else:
-    audit.add("PASS", "parse", s, f"{len(log.events)} :::MLLOG events")
-  if log.benchmark != "bert":
-    pending.append(audit.add("FAIL", "benchmark", s, f"submission_benchmark is {str(log.benchmark)[:80]!r}, expected "
-                             "'bert': a log of another benchmark (or none) in a BERT result directory"))
-  if division and log.division and log.division != division:
-    audit.add("WARN", "division", s, f"log says {str(log.division)[:40]!r}, systems json says {division!r}")
-  if expect_platform and log.platform and log.platform != expect_platform:
-    audit.add("WARN", "platform", s, f"submission_platform {str(log.platform)[:80]!r} differs from the system "
-              f"{expect_platform!r}")
-  if expect_org and log.org is not None and _norm_org(str(log.org)) != _norm_org(expect_org):
-    audit.add("WARN", "org", s, f"submission_org {str(log.org)[:80]!r} is not the submission directory's "
-              f"organization {expect_org!r}")
-  claim = log.claimed_ruleset
-  if claim and claim != ruleset:
-    if not bert_in_ruleset(claim):
-      audit.add("FAIL", "ruleset claim", s, f"log claims ruleset {claim[:20]}, which has no BERT benchmark (BERT's "
-                f"last MLPerf Training ruleset is {RULESET}); checked under {ruleset}")
-    else:
-      audit.add("WARN", "ruleset claim", s, f"log claims ruleset {claim}; checked under {ruleset}")
-  assert log.path is not None
-  if log.over_bounds:
-    ok, msgs = False, ["not run: the log breaks the audit's bounds (the parse row)"]
-  else:
-    ok, msgs = compliance_check(log.path, ruleset)
-  converged = log.converged
-  if log.over_bounds:
-    audit.add("FAIL", "compliance", s, msgs[0])
-  elif ok:
-    audit.add("PASS", "compliance", s, f"mlperf-logging compliance_checker, training {ruleset}")
-  elif not converged and not log.malformed and log.benchmark == "bert" and log.events:
-    audit.add("DROP", "compliance", s, f"not converged ({log.nonconvergence_reason()}); checker: {shorten(msgs)}")
-  else:
-    pending.append(audit.add("FAIL", "compliance", s, shorten(msgs) or "compliance checker rejected the log"))
-  if converged:
-    audit.add("PASS", "run_stop", s, f"status success after {log.run_minutes:.2f} min")
-  else:
-    audit.add("DROP", "run_stop", s, f"not converged: {log.nonconvergence_reason()}")
-  limit = INIT_LIMIT_MIN.get(log_div or "", 30)
-  im = log.init_minutes
-  if im is None:
-    pending.append(audit.add("FAIL", "init time", s, "no init_start/init_stop pair"))
-  elif im >= limit:
-    pending.append(audit.add("FAIL", "init time", s, f"init took {im:.2f} min; the {log_div or 'closed'} division "
-                             f"allows < {limit}"))
-  else:
-    audit.add("PASS", "init time", s, f"{im:.2f} min < {limit}")
-  es = log.eval_samples
-  if log_div == "closed":
-    if es == EVAL_SAMPLES:
-      audit.add("PASS", "eval_samples", s, f"{es}")
-    else:
-      audit.add("WARN", "eval_samples", s, f"eval_samples is {str(es)[:40]!r}; the closed BERT eval set has "
-                f"{EVAL_SAMPLES:,} samples (mlperf-logging's checkers do not test this)")
-  if log.seed is None:
-    # mlperf-logging's seed checker runs on the closed division only
-    audit.add("FAIL" if log_div != "open" else "WARN", "seed", s, "no integer `seed` event; every run logs its seed")
-  elif len(set(map(str, log.seeds))) > 1:
-    audit.add("WARN", "seed", s, f"several seeds logged: {shorten([str(v)[:40] for v in log.seeds])}")
-  return ok and converged and not pending, pending
+  rows = audit.extend([*check_encoding(log, s), *check_parse(log, s), *check_benchmark(log, s),
+                       *check_division(log, s, division), *check_platform(log, s, expect_platform),
+                       *check_org(log, s, expect_org), *check_ruleset_claim(log, s, ruleset),
+                       *check_compliance(log, s, ruleset), *check_run_stop(log, s), *check_init_time(log, s, log_div),
+                       *check_eval_samples(log, s, log_div), *check_seed(log, s, log_div)])
+  pending = [r for r in rows if isinstance(r, Rejection)]
+  passed = {r.check for r in rows if r.status == "PASS"}
+  return "compliance" in passed and "run_stop" in passed and not pending, pending
 
 
-def _check_system(audit: Audit, logs: list[MLPerfLog], names: dict, valid: dict, pending: dict, *, system: str,
-                  division: str | None, scoring: bool) -> list[str]:
-  """The rows across one system's runs (seeds, identical runs, how many are dropped). Returns the dropped logs."""
+# ----------------------------------------------------------------------------------------------------------------
+# the checks across one system's logs
+# ----------------------------------------------------------------------------------------------------------------
+def check_log_count(logs: list[MLPerfLog], system: str, expect_count: int | None) -> list[Row]:
+  if expect_count is None:
+    return []
+  if len(logs) == expect_count:
+    return [Row("PASS", "log count", system, f"{len(logs)} result logs")]
+  return [Row("FAIL", "log count", system, f"{len(logs)} result logs; MLPerf scores BERT from exactly {expect_count} "
+              f"(one per seed): add or remove runs")]
+
+
+def check_unique_seeds(logs: list[MLPerfLog], names: dict, system: str, division: str | None) -> list[Row]:
   by_seed: dict[int, list[str]] = {}
   for log in logs:
     if log.seed is not None: by_seed.setdefault(log.seed, []).append(names[id(log)])
   dups = {k: v for k, v in by_seed.items() if len(v) > 1}
   if dups:
-    audit.add("FAIL" if division != "open" else "WARN", "unique seeds", system,
-              shorten([f"seed {k} in {', '.join(v[:3])}" + (f" and {len(v) - 3} more" if len(v) > 3 else "")
-                       for k, v in dups.items()]) + ": every run needs its own seed")
-  elif logs:
-    audit.add("PASS", "unique seeds", system, f"{len(by_seed)} distinct seeds")
+    return [Row("FAIL" if division != "open" else "WARN", "unique seeds", system,
+                shorten([f"seed {k} in {', '.join(v[:3])}" + (f" and {len(v) - 3} more" if len(v) > 3 else "")
+                         for k, v in dups.items()]) + ": every run needs its own seed")]
+  return [Row("PASS", "unique seeds", system, f"{len(by_seed)} distinct seeds")] if logs else []
+
+
+def check_distinct_runs(logs: list[MLPerfLog], names: dict, system: str) -> list[Row]:
   fps: dict[tuple, list[str]] = {}
   for log in logs:
     if log.events: fps.setdefault(_fingerprint(log), []).append(names[id(log)])
   same = [v for v in fps.values() if len(v) > 1]
-  if same:
-    audit.add("WARN", "distinct runs", system, shorten([" and ".join(v) for v in same])
-              + " are identical except for the seed (same timestamps, values and accuracies)")
+  if not same:
+    return []
+  return [Row("WARN", "distinct runs", system, shorten([" and ".join(v) for v in same])
+              + " are identical except for the seed (same timestamps, values and accuracies)")]
+
+
+def check_converged_runs(logs: list[MLPerfLog], dropped: list[str], system: str, scoring: bool) -> list[Row]:
+  if not logs:
+    return []
+  if len(dropped) > 1:
+    return [Row("FAIL" if scoring else "WARN", "converged runs", system, f"{len(dropped)} runs did not converge or "
+                f"failed compliance ({shorten(dropped, 4)}); olympic scoring drops at most 1")]
+  return [Row("PASS", "converged runs", system, f"{len(logs) - len(dropped)} of {len(logs)}"
+              + (f"; olympic scoring drops {dropped[0]}" if dropped else ""))]
+
+
+def check_rcp(logs: list[MLPerfLog], system: str, division: str | None, ruleset: str, bert_dir: Path) -> list[Row]:
+  """mlperf-logging's RCP checker on a closed system's ten logs."""
+  if any(l.unread or l.over_bounds for l in logs):
+    return [Row("SKIP", "rcp", system, "not run: a result log above could not be read safely")]
+  if len(logs) != RESULT_COUNT:
+    return [Row("SKIP", "rcp", system, f"needs exactly {RESULT_COUNT} logs, found {len(logs)}")]
+  if division != "closed":
+    return [Row("SKIP", "rcp", system, f"{division or 'unknown'} division: RCPs apply to the closed division")]
+  ok, msg = rcp_check(bert_dir, ruleset)
+  return [Row("PASS" if ok else "FAIL", "rcp", system, f"rcp_checker training {ruleset}: {msg}")]
+
+
+def _check_system(audit: Audit, logs: list[MLPerfLog], names: dict, valid: dict, pending: dict, *, system: str,
+                  division: str | None, scoring: bool) -> list[str]:
+  """The rows across one system's runs (seeds, identical runs, how many are dropped). Returns the dropped logs."""
+  audit.extend(check_unique_seeds(logs, names, system, division) + check_distinct_runs(logs, names, system))
   dropped = [names[id(l)] for l in logs if not valid[id(l)]]
   # olympic scoring drops one run: its rejecting rows are a DROP, as package_checker accepts such a system
   for rows in pending.values():
     for r in rows:
       r.status = "DROP" if scoring and len(dropped) <= 1 else "FAIL"
-  if logs:
-    if len(dropped) > 1:
-      audit.add("FAIL" if scoring else "WARN", "converged runs", system, f"{len(dropped)} runs did not converge or "
-                f"failed compliance ({shorten(dropped, 4)}); olympic scoring drops at most 1")
-    else:
-      audit.add("PASS", "converged runs", system, f"{len(logs) - len(dropped)} of {len(logs)}"
-                + (f"; olympic scoring drops {dropped[0]}" if dropped else ""))
+  audit.extend(check_converged_runs(logs, dropped, system, scoring))
   return dropped
 
 
@@ -213,12 +235,7 @@ def check_logs(audit: Audit, logs: list[MLPerfLog], *, system: str, division: st
   scoring=False (a workflow basedir's logs, e.g. a short CPU demo): runs that did not converge are a WARN, not a
   FAIL, since the tree can be complete and intact without a score."""
   names = {id(l): (subject_prefix + l.path.name if l.path else "?") for l in logs}
-  if expect_count is not None:
-    if len(logs) == expect_count:
-      audit.add("PASS", "log count", system, f"{len(logs)} result logs")
-    else:
-      audit.add("FAIL", "log count", system, f"{len(logs)} result logs; MLPerf scores BERT from exactly {expect_count} "
-                f"(one per seed): add or remove runs")
+  audit.extend(check_log_count(logs, system, expect_count))
   valid: dict[int, bool] = {}
   pending: dict[int, list[Row]] = {}
   for log in logs:
@@ -230,15 +247,7 @@ def check_logs(audit: Audit, logs: list[MLPerfLog], *, system: str, division: st
                                                       expect_platform=expect_platform, expect_org=expect_org)
   dropped = _check_system(audit, logs, names, valid, pending, system=system, division=division, scoring=scoring)
   if bert_dir is not None:
-    if any(l.unread or l.over_bounds for l in logs):
-      audit.add("SKIP", "rcp", system, "not run: a result log above could not be read safely")
-    elif len(logs) != RESULT_COUNT:
-      audit.add("SKIP", "rcp", system, f"needs exactly {RESULT_COUNT} logs, found {len(logs)}")
-    elif division != "closed":
-      audit.add("SKIP", "rcp", system, f"{division or 'unknown'} division: RCPs apply to the closed division")
-    else:
-      ok, msg = rcp_check(bert_dir, ruleset)
-      audit.add("PASS" if ok else "FAIL", "rcp", system, f"rcp_checker training {ruleset}: {msg}")
+    audit.extend(check_rcp(logs, system, division, ruleset, bert_dir))
   minutes = {id(l): (l.run_minutes if valid[id(l)] else None) for l in logs}
   _run_verdicts(audit, logs, names, minutes, pending, system=system, complete=expect_count is None
                 or len(logs) == expect_count, scoring=scoring, any_dropped=bool(dropped), expect_count=expect_count)
@@ -305,35 +314,3 @@ def _mlperf_logging_version() -> str:
   from importlib.metadata import PackageNotFoundError, version
   try: return version("mlperf-logging")
   except PackageNotFoundError: return "?"
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# output
-# ----------------------------------------------------------------------------------------------------------------
-def format_table(audit: Audit) -> str:
-  kinds = {"org": "submission org directory", "orgs": "directory of submission orgs", "basedir": "workflow basedir"}
-  out = [f"MLPerf BERT audit of {audit.path} ({kinds.get(audit.kind, audit.kind)}; ruleset training {audit.ruleset})", ""]
-  w_check = max([len("CHECK")] + [len(r.check) for r in audit.rows])
-  w_subj = max([len("SUBJECT")] + [len(r.subject) for r in audit.rows])
-  out.append(f"{'STATUS':<6}  {'CHECK':<{w_check}}  {'SUBJECT':<{w_subj}}  REASON")
-  for r in audit.rows:
-    out.append(f"{r.status:<6}  {r.check:<{w_check}}  {r.subject:<{w_subj}}  {r.reason}")
-  if audit.runs:
-    out += ["", "Runs:"]
-    w_file = max(len(v.file) for v in audit.runs)
-    out.append(f"  {'LOG':<{w_file}}  {'SEED':>6}  {'MINUTES':>8}  {'ACCURACY':>8}  VERDICT")
-    for v in audit.runs:
-      mins = f"{v.minutes:8.2f}" if v.minutes is not None else f"{'-':>8}"
-      acc = f"{v.accuracy:8.4f}" if v.accuracy is not None else f"{'-':>8}"
-      out.append(f"  {v.file:<{w_file}}  {v.seed if v.seed is not None else '-':>6}  {mins}  {acc}  {v.verdict}")
-  if audit.scores:
-    out += ["", "Scores (olympic mean, minutes):"]
-    for k, s in audit.scores.items():
-      mine = f"{s['score']:.2f}" if s.get("score") is not None else "none"
-      theirs = s.get("result_summarizer")
-      out.append(f"  {k}: {mine}" + (f"   (result_summarizer: {theirs:.2f})" if theirs is not None else ""))
-  c = audit.counts()
-  out += ["", "Summary: " + ", ".join(f"{c[s]} {s}" for s in STATUSES) + f" -> {'FAIL' if audit.failed else 'PASS'}"]
-  return "\n".join(out)
-
-

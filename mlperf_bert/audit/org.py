@@ -14,7 +14,8 @@ from mlperf_bert.errors import UserError
 from mlperf_bert.constants import RULESET
 from mlperf_bert.audit.checkers import (bert_in_ruleset, package_checker, package_checker_errors, result_summarizer,
                                         system_desc_check)
-from mlperf_bert.audit.checks import Audit, RESULT_COUNT, check_logs, check_ruleset, detect_kind, is_org_dir, shorten
+from mlperf_bert.audit.checks import RESULT_COUNT, check_logs, check_ruleset, detect_kind, is_org_dir
+from mlperf_bert.audit.rows import Audit, shorten
 from mlperf_bert.audit.logs import MLPerfLog, read_log
 from mlperf_bert.audit.untrusted import MAX_JSON_BYTES, MAX_LOG_BYTES, MAX_LOGS_CHECKED, problem, read_json
 

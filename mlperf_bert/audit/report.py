@@ -10,7 +10,7 @@ from __future__ import annotations
 import html, math, os, re
 from pathlib import Path
 
-from mlperf_bert.audit.checks import format_table
+from mlperf_bert.audit.rows import format_table
 from mlperf_bert.audit.logs import BERT_TARGET_ACCURACY, read_log
 from mlperf_bert.audit.tree import audit_basedir
 from mlperf_bert.constants import RULESET

@@ -7,10 +7,11 @@ from pathlib import Path
 
 from mlperf_bert.errors import UserError
 from mlperf_bert.constants import RULESET
-from mlperf_bert.audit.checks import Audit, check_logs, check_ruleset, detect_kind, is_org_dir, shorten
+from mlperf_bert.audit.checks import check_logs, check_ruleset, detect_kind, is_org_dir
+from mlperf_bert.audit.rows import Audit, Row, shorten
 from mlperf_bert.audit.org import audit_org, audit_submission
 from mlperf_bert.audit.chain import check_chain, recorded_preprocessing
-from mlperf_bert.audit.logs import read_log
+from mlperf_bert.audit.logs import MLPerfLog, read_log
 
 # ----------------------------------------------------------------------------------------------------------------
 # a finished workflow tree (basedir)
@@ -212,6 +213,83 @@ def check_provenance(audit: Audit, base: Path, log_path: Path, now_cfg: dict | N
     audit.add("WARN", "git", rel, f"recorded at commit {git['commit'][:12]}, the workflow is now at {repo_head[:12]}")
 
 
+def config_overrides(config: list[str] | None) -> dict[str, str]:
+  """--config KEY=VALUE items -> {KEY: VALUE}."""
+  overrides: dict[str, str] = {}
+  for item in config or []:
+    k, sep, v = item.partition("=")
+    if not sep: raise UserError(f"--config {item!r}: expected KEY=VALUE")
+    overrides[k] = v
+  return overrides
+
+
+def config_now(base: Path, wf: Path, wd: Path, configfiles: list[str], overrides: dict[str, str],
+               resolved_config: dict | None) -> dict | None:
+  """The config the tree would be rebuilt with (None without a Snakefile). When neither the overrides nor the
+  config name this basedir, it is added to both (`overrides` is updated), as the workflow is run on it."""
+  if resolved_config is not None:
+    return dict(resolved_config)
+  if not (wf / "Snakefile").is_file():
+    return None
+  now_cfg = current_config(wf, configfiles, overrides)
+  cb = now_cfg.get("basedir")
+  if "basedir" not in overrides and not (cb and (wd / cb).resolve() == base.resolve()):
+    overrides["basedir"] = str(base.resolve())
+    now_cfg["basedir"] = overrides["basedir"]
+  return now_cfg
+
+
+def check_dry_run(base: Path, logs: list[Path], wf: Path, wd: Path, configfiles: list[str], overrides: dict[str, str],
+                  now_cfg: dict | None) -> list[Row]:
+  """What Snakemake would run, and why: nothing, on a finished and intact tree."""
+  if not (wf / "Snakefile").is_file():
+    return [Row("FAIL", "dry run", str(wf), "no Snakefile there; pass --workflow-dir (the run's workflow directory)")]
+  # name the records as the workflow's outputs are named: under the config's basedir, relative or absolute
+  cfg_base = overrides.get("basedir") or (now_cfg or {}).get("basedir") or str(base.resolve())
+  targets = ["all"] + [str(Path(cfg_base) / _provenance_path(l).relative_to(base)) for l in logs
+                       if _provenance_path(l).is_file()] \
+    if re.search(r"^rule all\b", (wf / "Snakefile").read_text(), re.M) else []
+  rows = []
+  rc, jobs, out = snakemake_dry_run(wf, wd, configfiles, overrides, targets)
+  if rc != 0 and "MissingRuleException" in out and ".provenance.json" in out:
+    rows.append(Row("WARN", "dry run", str(wf), "the workflow has no rule for the provenance records (include "
+                    "rules/audit.smk); they are checked by hash only"))
+    rc, jobs, out = snakemake_dry_run(wf, wd, configfiles, overrides, ["all"])
+  if rc != 0:
+    tail = [l for l in out.strip().splitlines() if l.strip()][-3:]
+    return rows + [Row("FAIL", "dry run", str(wf), f"snakemake -n failed ({rc}): " + " | ".join(tail))]
+  if not jobs:
+    return rows + [Row("PASS", "dry run", str(wf), "snakemake -n: nothing to be done, every artifact is up to date")]
+  for j in jobs[:40]:
+    subj = j["rule"] + (f" ({j['wildcards']})" if j["wildcards"] else "")
+    reason = j["reason"] or "no reason given"
+    rows.append(Row("FAIL", "dry run", subj, "would run: " + (reason if len(reason) < 400 else reason[:400] + " ...")))
+  if len(jobs) > 40:
+    rows.append(Row("FAIL", "dry run", "...", f"{len(jobs) - 40} more jobs would run"))
+  return rows
+
+
+def check_seed_names(base: Path, plat: Path, plogs: list[MLPerfLog]) -> list[Row]:
+  """Each log's seed against the seed its file name (result_bert_<seed>.log) says."""
+  rows = []
+  for lg in plogs:
+    m = re.fullmatch(r"result_bert_(.+)\.log", lg.path.name)
+    if m and lg.seed is not None and str(lg.seed) != m.group(1):
+      rows.append(Row("FAIL", "seed", f"{plat.relative_to(base)}/{lg.path.name}",
+                      f"the log's seed is {lg.seed}, its file name says {m.group(1)}"))
+  return rows
+
+
+def check_result_logs(audit: Audit, base: Path, logs: list[Path], ruleset: str) -> None:
+  """The log checks of checks.py on each platform's result logs (a tree's logs are not scored)."""
+  for plat in sorted({l.parent for l in logs}):
+    plogs = [read_log(l) for l in logs if l.parent == plat]
+    check_logs(audit, plogs, system=plat.name, division=None, ruleset=ruleset,
+               subject_prefix=f"{plat.relative_to(base)}/",
+               expect_count=None, scoring=False)
+    audit.extend(check_seed_names(base, plat, plogs))
+
+
 def audit_basedir(path: str | os.PathLike, *, ruleset: str = RULESET, strict: bool = False,
                   workflow_dir: str | os.PathLike | None = None, workdir: str | os.PathLike | None = None,
                   configfiles: list[str] | None = None, config: list[str] | None = None,
@@ -229,50 +307,13 @@ def audit_basedir(path: str | os.PathLike, *, ruleset: str = RULESET, strict: bo
   wf = Path(workflow_dir) if workflow_dir else REPO
   wd = Path(workdir) if workdir else wf
   configfiles = list(configfiles or [])
-  overrides: dict[str, str] = {}
-  for item in config or []:
-    k, sep, v = item.partition("=")
-    if not sep: raise UserError(f"--config {item!r}: expected KEY=VALUE")
-    overrides[k] = v
-  now_cfg = None
-  if resolved_config is not None:
-    now_cfg = dict(resolved_config)
-  elif (wf / "Snakefile").is_file():
-    now_cfg = current_config(wf, configfiles, overrides)
-    cb = now_cfg.get("basedir")
-    if "basedir" not in overrides and not (cb and (wd / cb).resolve() == base.resolve()):
-      overrides["basedir"] = str(base.resolve())
-      now_cfg["basedir"] = overrides["basedir"]
+  overrides = config_overrides(config)
+  now_cfg = config_now(base, wf, wd, configfiles, overrides, resolved_config)
   logs = sorted(base.glob("results/*/result_bert_*.log"))
-  # 1. what Snakemake would run, and why
-  if not dry_run:
-    audit.add("SKIP", "dry run", str(wf), "skipped (--no-dry-run)")
-  elif not (wf / "Snakefile").is_file():
-    audit.add("FAIL", "dry run", str(wf), "no Snakefile there; pass --workflow-dir (the run's workflow directory)")
+  if dry_run:
+    audit.extend(check_dry_run(base, logs, wf, wd, configfiles, overrides, now_cfg))
   else:
-    # name the records as the workflow's outputs are named: under the config's basedir, relative or absolute
-    cfg_base = overrides.get("basedir") or (now_cfg or {}).get("basedir") or str(base.resolve())
-    targets = ["all"] + [str(Path(cfg_base) / _provenance_path(l).relative_to(base)) for l in logs
-                         if _provenance_path(l).is_file()] \
-      if re.search(r"^rule all\b", (wf / "Snakefile").read_text(), re.M) else []
-    rc, jobs, out = snakemake_dry_run(wf, wd, configfiles, overrides, targets)
-    if rc != 0 and "MissingRuleException" in out and ".provenance.json" in out:
-      audit.add("WARN", "dry run", str(wf), "the workflow has no rule for the provenance records (include "
-                "rules/audit.smk); they are checked by hash only")
-      rc, jobs, out = snakemake_dry_run(wf, wd, configfiles, overrides, ["all"])
-    if rc != 0:
-      tail = [l for l in out.strip().splitlines() if l.strip()][-3:]
-      audit.add("FAIL", "dry run", str(wf), f"snakemake -n failed ({rc}): " + " | ".join(tail))
-    elif not jobs:
-      audit.add("PASS", "dry run", str(wf), "snakemake -n: nothing to be done, every artifact is up to date")
-    else:
-      for j in jobs[:40]:
-        subj = j["rule"] + (f" ({j['wildcards']})" if j["wildcards"] else "")
-        reason = j["reason"] or "no reason given"
-        audit.add("FAIL", "dry run", subj, "would run: " + (reason if len(reason) < 400 else reason[:400] + " ..."))
-      if len(jobs) > 40:
-        audit.add("FAIL", "dry run", "...", f"{len(jobs) - 40} more jobs would run")
-  # 2. checksums; 3. provenance; 4. the logs themselves
+    audit.add("SKIP", "dry run", str(wf), "skipped (--no-dry-run)")
   hasher = _Hasher()
   check_checksums(audit, base, hasher)
   check_eval_set(audit, base)
@@ -283,15 +324,7 @@ def audit_basedir(path: str | os.PathLike, *, ruleset: str = RULESET, strict: bo
     check_provenance(audit, base, log, now_cfg, head, hasher, workflow_dir=wf, workdir=wd)
   # text -> shard -> train record -> log: what each producing process recorded (audit/chain.py)
   check_chain(audit, base, logs, hasher, recorded_preprocessing(logs, now_cfg))
-  for plat in sorted({l.parent for l in logs}):
-    plogs = [read_log(l) for l in logs if l.parent == plat]
-    check_logs(audit, plogs, system=plat.name, division=None, ruleset=ruleset,
-               subject_prefix=f"{plat.relative_to(base)}/",
-               expect_count=None, scoring=False)
-    for lg in plogs:
-      m = re.fullmatch(r"result_bert_(.+)\.log", lg.path.name)
-      if m and lg.seed is not None and str(lg.seed) != m.group(1):
-        audit.add("FAIL", "seed", f"{plat.relative_to(base)}/{lg.path.name}", f"the log's seed is {lg.seed}, its file name says {m.group(1)}")
+  check_result_logs(audit, base, logs, ruleset)
   sub = base / "submission"
   if sub.is_dir():
     for org in sorted(c for c in sub.iterdir() if c.is_dir() and is_org_dir(c)):

@@ -11,7 +11,7 @@ The target only appears once the whole file has arrived, its MD5 matched and its
 its kind (bert_config.json parses and has BERT's keys, the md5 manifest parses, a .tar.gz lists to its end):
 an interrupted, corrupt or mistaken download leaves nothing at the target path. An HTTP download keeps a hidden
 `.part` beside the target across a failed attempt, and the next run resumes it. Every HTTP fetch is bounded (a
-deadline, a stall timeout, a size bound: data/fetch_http.py; a gdown fetch by the deadline only). Network errors
+deadline, a stall timeout, a size bound: data/http.py; a gdown fetch by the deadline only). Network errors
 are retried with backoff inside the job; nothing deterministic (an MD5 mismatch, a missing path, an HTTP 403) is retried.
 Beside the target, `<target>.sha256` records the sha256 of what was accepted (the provenance record reads it).
 """
@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 from mlperf_bert.errors import UserError
 from mlperf_bert.fileio import atomic_path, copy_to_part, scratch_dir
 from mlperf_bert.data import r2
-from mlperf_bert.data.fetch_http import FetchPolicy, NetworkError, download_file, finish_part, part_path, with_retries
+from mlperf_bert.data.http import FetchPolicy, NetworkError, download_file, finish_part, part_path, with_retries
 
 GDRIVE_URL = "https://drive.google.com/uc?id={id}"
 GDRIVE_HOSTS = ("drive.google.com", "docs.google.com", "drive.usercontent.google.com")
@@ -105,7 +105,7 @@ def fetch(source: str, dest: str | Path, *, md5: str | None, root: str | Path = 
 
   An R2 source needs the dataset's cached `listing` (md5 list) and `uri` (base URL) files; `path` names the
   file in the dataset (default: the target's name). `sidecar` writes `<dest>.sha256` once the target is in
-  place. `policy` bounds an HTTP fetch (deadline, stall, size; see data/fetch_http.py).
+  place. `policy` bounds an HTTP fetch (deadline, stall, size; see data/http.py).
   Returns {"source", "md5", "sha256", "bytes", "checked"}.
   """
   dest = Path(dest)

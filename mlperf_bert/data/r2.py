@@ -9,7 +9,7 @@ files at their relative paths (`bash mlc-r2-downloader.sh -d DIR URL`).
 
 In the config a dataset is written `mlcommons-r2:<.uri URL>` (a plain URL ending in `.uri` means the same) or
 `mlcommons-r2:<directory>`. The workflow fetches the listing once (`fetch_listing`, cached under
-`download/r2/`) and then each file as its own job (`download_file`): HTTP Range resume from a `.part` file
+`download/r2/`) and then each file as its own job (data/http.py `download_file`): HTTP Range resume from a `.part` file
 beside the target (kept across a failed attempt, never at the target path), md5-checked, retried with backoff
 for network errors only, a tqdm bar (bytes, rate, ETA) in the job's log.
 """
@@ -21,8 +21,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 from mlperf_bert.errors import UserError
 from mlperf_bert.fileio import atomic_path, copy_to_part
-from mlperf_bert.data.fetch_http import (TOKEN_ENV, FetchPolicy, NetworkError, download_file, drop_stale_parts,  # noqa: F401
-                                         finish_part, get_text, part_path)
+from mlperf_bert.data.http import FetchPolicy, download_file, drop_stale_parts, finish_part, get_text, part_path
 
 PREFIX = "mlcommons-r2:"
 URI_SUFFIXES = (".uri", ".url")  # the downloader's older metadata files end in .url

@@ -2,7 +2,7 @@
 
 A shard stores each instance's *unmasked* token row as one or two spans of a shared token stream, plus, per
 masked position, the position and the token that the model sees there. The seven reference features are
-rebuilt (and padded) at read time; see docs/shard-format.md for the byte layout.
+rebuilt (and padded) at read time; see docs/shard-format.md for the byte layout (its header: shard_header.py).
 
     write_shard(path, instances, max_seq_length=512, max_predictions_per_seq=76)   # any instances
     write_shard_arrays(path, stream=..., starts=..., ...)                          # span form (builder)
@@ -19,7 +19,7 @@ after it was built is refused with a UserError naming the file and the command t
     write_sha256sums(out, sidecars)         # SHA256SUMS for `sha256sum -c`
 """
 from __future__ import annotations
-import hashlib, mmap, os, struct, threading, zlib
+import hashlib, mmap, os, threading, zlib
 from pathlib import Path
 from typing import Iterable, Mapping
 
@@ -28,45 +28,7 @@ import numpy as np
 from mlperf_bert.constants import FEATURES
 from mlperf_bert.errors import UserError
 from mlperf_bert.fileio import atomic_path, file_digest
-
-MAGIC = b"BERTSHRD"
-VERSION = 2
-HEADER_SIZE = 256
-HEADER_SIZES = {1: 128, 2: 256}  # version 1 (no source record) is still read
-FLAG_FRAMED = 1  # row = [CLS] A [SEP] B [SEP]; otherwise row = A B
-FLAG_EVAL = 2    # the eval set (data/evalset.py): training refuses it among its shards (older eval sets lack it)
-
-# magic, version, header_size, max_seq_length, max_predictions_per_seq, n_instances, n_stream, n_predictions,
-# token_width, flags, cls_id, sep_id, body_crc32, vocab_size (0 = not recorded)
-# (then zero padding up to the header's last 4 bytes, its crc32)
-_HEAD = struct.Struct("<8sIIIIQQQIIIII")
-_VOCAB = struct.Struct("<I")  # at offset _HEAD.size (68): the vocabulary size the token ids were drawn from
-# version 2, at offset 72: the sha256 of the source text, of the settings (corpus.Settings.sha256) and of the vocab
-_SOURCE = struct.Struct("<32s32s32s")
-
-
-def rebuild_hint(path) -> str:
-  """The fix named by every damaged-shard error: rebuild exactly that file."""
-  return f"rebuild it: snakemake --force {path}"
-
-
-def _pad8(n: int) -> int:
-  return (n + 7) & ~7
-
-
-def _layout(n: int, n_stream: int, n_pred: int, width: int, header_size: int = HEADER_SIZE
-            ) -> list[tuple[str, str, tuple, int]]:
-  """(name, dtype, shape, offset) of each section, in file order; sections start on 8-byte boundaries."""
-  tok = "<u2" if width == 2 else "<u4"
-  secs = [("starts", "<u8", (n, 2)), ("lengths", "<u2", (n, 2)), ("pred_offsets", "<u8", (n + 1,)),
-          ("nsl", "u1", (n,)), ("stream", tok, (n_stream,)), ("positions", "<u2", (n_pred,)),
-          ("inputs", tok, (n_pred,))]
-  out, off = [], header_size
-  for name, dt, shape in secs:
-    out.append((name, dt, shape, off))
-    off = _pad8(off + int(np.prod(shape, dtype=np.int64)) * np.dtype(dt).itemsize)
-  out.append(("end", "", (), off))
-  return out
+from mlperf_bert.data.shard_header import FLAG_EVAL, FLAG_FRAMED, HEADER_SIZE, layout, pack_header, read_header, rebuild_hint
 
 
 def _check_settings(max_seq_length: int, max_predictions_per_seq: int) -> None:
@@ -77,28 +39,10 @@ def _check_settings(max_seq_length: int, max_predictions_per_seq: int) -> None:
                     "fix the preprocessing setting")
 
 
-def write_shard_arrays(path, *, stream, starts, lengths, nsl, pred_offsets, positions, inputs,
-                       max_seq_length: int, max_predictions_per_seq: int, framed: bool,
-                       cls_id: int = 0, sep_id: int = 0, vocab_size: int = 0, eval_set: bool = False,
-                       source_sha256: str = "", settings_sha256: str = "", vocab_sha256: str = "") -> dict:
-  """Write a shard from its columns (the low-level writer; see docs/shard-format.md). Atomic.
-
-  starts/lengths: (n, 2) spans of `stream` for segments A and B; nsl: (n,) next-sentence labels;
-  pred_offsets: (n+1,) cumulative prediction counts; positions/inputs: (P,) masked positions (in the row)
-  and the input token placed there. vocab_size: the vocabulary's size (recorded in the header; readers refuse
-  token ids at or above it; 0 = not recorded). eval_set: mark the file as the eval set (FLAG_EVAL). source_sha256,
-  settings_sha256, vocab_sha256: hex digests of what the builder read (its text, its settings, its vocab), recorded
-  in the header ("" = not recorded). Returns stats.
-  """
-  _check_settings(max_seq_length, max_predictions_per_seq)
-  # the big columns (stream, positions, inputs) keep their dtype: no int64 copies of them
-  stream = np.asarray(stream).reshape(-1)
-  positions = np.asarray(positions).reshape(-1)
-  inputs = np.asarray(inputs).reshape(-1)
-  starts = np.asarray(starts, dtype=np.int64).reshape(-1, 2)
-  lengths = np.asarray(lengths, dtype=np.int64).reshape(-1, 2)
-  nsl = np.asarray(nsl, dtype=np.int64).reshape(-1)
-  pred_offsets = np.asarray(pred_offsets, dtype=np.int64).reshape(-1)
+def _check_columns(stream, starts, lengths, nsl, pred_offsets, positions, inputs, *, max_seq_length: int,
+                   max_predictions_per_seq: int, framed: bool, cls_id: int, sep_id: int, vocab_size: int):
+  """Refuse columns that do not make a shard (a ValueError naming what is wrong). Returns (each row's length,
+  the token width in bytes)."""
   n, n_stream, n_pred = len(nsl), len(stream), len(positions)
   for name, col in (("stream", stream), ("positions", positions), ("inputs", inputs)):
     if col.dtype.kind not in "iu":
@@ -131,32 +75,59 @@ def write_shard_arrays(path, *, stream, starts, lengths, nsl, pred_offsets, posi
   if vocab_size and top >= vocab_size:
     raise ValueError(f"token id {top} is outside the vocabulary of {vocab_size} tokens")
   width = 2 if top < 65536 else 4
+  return row_len, width
+
+
+def write_shard_arrays(path, *, stream, starts, lengths, nsl, pred_offsets, positions, inputs,
+                       max_seq_length: int, max_predictions_per_seq: int, framed: bool,
+                       cls_id: int = 0, sep_id: int = 0, vocab_size: int = 0, eval_set: bool = False,
+                       source_sha256: str = "", settings_sha256: str = "", vocab_sha256: str = "") -> dict:
+  """Write a shard from its columns (the low-level writer; see docs/shard-format.md). Atomic.
+
+  starts/lengths: (n, 2) spans of `stream` for segments A and B; nsl: (n,) next-sentence labels;
+  pred_offsets: (n+1,) cumulative prediction counts; positions/inputs: (P,) masked positions (in the row)
+  and the input token placed there. vocab_size: the vocabulary's size (recorded in the header; readers refuse
+  token ids at or above it; 0 = not recorded). eval_set: mark the file as the eval set (FLAG_EVAL). source_sha256,
+  settings_sha256, vocab_sha256: hex digests of what the builder read (its text, its settings, its vocab), recorded
+  in the header ("" = not recorded). Returns stats.
+  """
+  _check_settings(max_seq_length, max_predictions_per_seq)
+  # the big columns (stream, positions, inputs) keep their dtype: no int64 copies of them
+  stream = np.asarray(stream).reshape(-1)
+  positions = np.asarray(positions).reshape(-1)
+  inputs = np.asarray(inputs).reshape(-1)
+  starts = np.asarray(starts, dtype=np.int64).reshape(-1, 2)
+  lengths = np.asarray(lengths, dtype=np.int64).reshape(-1, 2)
+  nsl = np.asarray(nsl, dtype=np.int64).reshape(-1)
+  pred_offsets = np.asarray(pred_offsets, dtype=np.int64).reshape(-1)
+  n, n_stream, n_pred = len(nsl), len(stream), len(positions)
+  row_len, width = _check_columns(stream, starts, lengths, nsl, pred_offsets, positions, inputs,
+                                  max_seq_length=max_seq_length, max_predictions_per_seq=max_predictions_per_seq,
+                                  framed=framed, cls_id=cls_id, sep_id=sep_id, vocab_size=vocab_size)
   tok = np.dtype("<u2" if width == 2 else "<u4")
   cols = {"starts": starts.astype("<u8"), "lengths": lengths.astype("<u2"), "pred_offsets": pred_offsets.astype("<u8"),
           "nsl": nsl.astype("u1"), "stream": stream.astype(tok, copy=False), "positions": positions.astype("<u2", copy=False),
           "inputs": inputs.astype(tok, copy=False)}
-  layout = _layout(n, n_stream, n_pred, width)
+  sections = layout(n, n_stream, n_pred, width)
   crc = 0
   with atomic_path(path) as tmp:
     with open(tmp, "wb") as f:
       f.write(b"\0" * HEADER_SIZE)
-      for name, _, _, off in layout[:-1]:
+      for name, _, _, off in sections[:-1]:
         pad = off - f.tell()
         if pad:
           f.write(b"\0" * pad); crc = zlib.crc32(b"\0" * pad, crc)
         data = np.ascontiguousarray(cols[name]).reshape(-1).view(np.uint8)
         f.write(data); crc = zlib.crc32(data, crc)
-      end = layout[-1][3]
+      end = sections[-1][3]
       pad = end - f.tell()
       if pad:
         f.write(b"\0" * pad); crc = zlib.crc32(b"\0" * pad, crc)
-      head = _HEAD.pack(MAGIC, VERSION, HEADER_SIZE, int(max_seq_length), int(max_predictions_per_seq), n, n_stream,
-                        n_pred, width, (FLAG_FRAMED if framed else 0) | (FLAG_EVAL if eval_set else 0), int(cls_id), int(sep_id), crc)
-      head += _VOCAB.pack(int(vocab_size))
-      head += _SOURCE.pack(*(bytes.fromhex(h) if h else b"" for h in (source_sha256, settings_sha256, vocab_sha256)))
-      head = head.ljust(HEADER_SIZE - 4, b"\0")
-      head += struct.pack("<I", zlib.crc32(head))
-      f.seek(0); f.write(head)
+      f.seek(0)
+      f.write(pack_header(max_seq_length=max_seq_length, max_predictions_per_seq=max_predictions_per_seq, n=n,
+                          n_stream=n_stream, n_pred=n_pred, width=width, framed=framed, eval_set=eval_set,
+                          cls_id=cls_id, sep_id=sep_id, body_crc32=crc, vocab_size=vocab_size,
+                          source_sha256=source_sha256, settings_sha256=settings_sha256, vocab_sha256=vocab_sha256))
     size = os.path.getsize(tmp)
   return {"instances": n, "tokens": int(row_len.sum()), "predictions": n_pred, "stream_tokens": n_stream,
           "bytes": size}
@@ -219,29 +190,15 @@ class Shard:
     except OSError as e:
       raise UserError(f"cannot open shard {self.path}: {e.strerror}; check the path or {fix}") from None
     with f:
-      head = f.read(HEADER_SIZE)
-      if len(head) < 16 or head[:8] != MAGIC:
-        raise UserError(f"{self.path} is not a shard (bad magic or shorter than the {HEADER_SIZE}-byte header); {fix}")
-      version, hsize = struct.unpack_from("<II", head, 8)
-      if HEADER_SIZES.get(version) != hsize:
-        raise UserError(f"{self.path}: shard format version {version} (this program reads "
-                        f"{', '.join(map(str, HEADER_SIZES))}); {fix}")
-      head = head[:hsize]
-      if len(head) < hsize:
-        raise UserError(f"{self.path} is not a shard (shorter than its {hsize}-byte header); {fix}")
-      if struct.unpack("<I", head[-4:])[0] != zlib.crc32(head[:-4]):
-        raise UserError(f"{self.path}: header checksum mismatch (the file is damaged); {fix}")
-      (_, _, _, self.max_seq_length, self.max_predictions_per_seq, n, n_stream, n_pred, width, flags,
-       self.cls_id, self.sep_id, self.body_crc32) = _HEAD.unpack(head[:_HEAD.size])
-      self.vocab_size = _VOCAB.unpack_from(head, _HEAD.size)[0]
-      if width not in (2, 4):
-        raise UserError(f"{self.path}: token width {width} (expected 2 or 4): the file is damaged; {fix}")
-      rec = _SOURCE.unpack_from(head, _HEAD.size + _VOCAB.size) if version >= 2 else (bytes(32),) * 3
-      self.source_sha256, self.settings_sha256, self.vocab_sha256 = (h.hex() if any(h) else None for h in rec)
-      self.version, self.header_size = version, hsize
-      layout = _layout(n, n_stream, n_pred, width, hsize)
-      if size != layout[-1][3]:
-        raise UserError(f"{self.path}: {size} bytes, but its header says {layout[-1][3]} (truncated or "
+      h = read_header(f, self.path)
+      self.version, self.header_size = h.version, h.header_size
+      self.max_seq_length, self.max_predictions_per_seq = h.max_seq_length, h.max_predictions_per_seq
+      self.cls_id, self.sep_id, self.body_crc32, self.vocab_size = h.cls_id, h.sep_id, h.body_crc32, h.vocab_size
+      self.source_sha256, self.settings_sha256, self.vocab_sha256 = h.source_sha256, h.settings_sha256, h.vocab_sha256
+      n, n_stream, n_pred, flags = h.n, h.n_stream, h.n_pred, h.flags
+      sections = layout(n, n_stream, n_pred, h.width, h.header_size)
+      if size != sections[-1][3]:
+        raise UserError(f"{self.path}: {size} bytes, but its header says {sections[-1][3]} (truncated or "
                         f"damaged); {fix}")
       self._mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else None
     self.framed = bool(flags & FLAG_FRAMED)
@@ -250,7 +207,7 @@ class Shard:
     self._verified = not check
     self._lock = threading.Lock()
     buf = self._mm if self._mm is not None else b""
-    for name, dt, shape, off in layout[:-1]:
+    for name, dt, shape, off in sections[:-1]:
       count = int(np.prod(shape, dtype=np.int64))
       setattr(self, "_" + name, np.frombuffer(buf, dtype=dt, count=count, offset=off).reshape(shape))
     # cheap structural checks on the small tables, so corruption never turns into garbage rows

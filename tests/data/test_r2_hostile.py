@@ -9,7 +9,7 @@ import pytest
 
 from mlperf_bert.data import r2
 from mlperf_bert.data.download import fetch
-from mlperf_bert.data.fetch_http import TOKEN_ENV, TOKEN_HEADER, FetchPolicy
+from mlperf_bert.data.http import TOKEN_ENV, TOKEN_HEADER, FetchPolicy
 from r2_server import R2Server
 
 CONFIG = b'{"hidden_size": 1024, "num_hidden_layers": 24, "num_attention_heads": 16, "intermediate_size": 4096, ' \
@@ -32,7 +32,7 @@ def _limits():
 # the package's fetch with the given bounds, reporting as the CLI does (the CLI itself takes ~3 s to import)
 DRIVER = """import json, sys
 from mlperf_bert.data.download import fetch
-from mlperf_bert.data.fetch_http import FetchPolicy
+from mlperf_bert.data.http import FetchPolicy
 from mlperf_bert.errors import UserError
 source, out, bounds = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 try:
@@ -197,7 +197,7 @@ def test_the_token_never_goes_over_plain_http_by_default(two_origins, tmp_path):
   r2.fetch_member(d / "l.md5", d / "l.uri", "bert_config.json", tmp_path / "dl" / "bert_config.json",
                   dataset="bert-input-files", progress=False, log=lambda s: None)
   assert len(ours.requests) == 3 and _tokens(ours) == [None, None, None]
-  from mlperf_bert.data.fetch_http import token_headers
+  from mlperf_bert.data.http import token_headers
   assert token_headers("https://training.mlcommons-storage.org/metadata/x.uri", FetchPolicy()) == \
     {TOKEN_HEADER: "SECRET-TOKEN"}
   for url in ("http://training.mlcommons-storage.org/x", "https://mlcommons-storage.org.evil.com/x",

@@ -11,7 +11,8 @@ import pytest
 from conftest import DEMO
 from mlperf_bert.data.instances import build_shard
 from mlperf_bert.data.loader import TrainLoader, eval_batches, open_shards
-from mlperf_bert.data.shards import HEADER_SIZE, Shard, _layout, read_features
+from mlperf_bert.data.shard_header import HEADER_SIZE, layout
+from mlperf_bert.data.shards import Shard, read_features
 from mlperf_bert.errors import UserError
 
 SETTINGS = dict(max_seq_length=128, max_predictions_per_seq=20)
@@ -28,7 +29,7 @@ def sections(path: Path) -> dict[str, tuple[int, int]]:
   """name -> (offset, byte length) of each section of a shard."""
   sh = Shard(path, check=False)
   width = 2 if sh._stream.dtype.itemsize == 2 else 4
-  lay = _layout(sh.n, sh.n_stream, sh.n_pred, width)
+  lay = layout(sh.n, sh.n_stream, sh.n_pred, width)
   sh.close()
   return {name: (off, lay[i + 1][3] - off) for i, (name, _, _, off) in enumerate(lay[:-1])}
 

@@ -5,7 +5,7 @@ import re
 import pytest, yaml
 
 from mlperf_bert.config import check_basedir, parse_text_values, validate_config
-from mlperf_bert.data.fetch_http import FetchPolicy
+from mlperf_bert.data.http import FetchPolicy
 from mlperf_bert.errors import UserError
 from mlperf_bert.train.hparams import load_platform
 from workflow_helpers import REPO, snakemake

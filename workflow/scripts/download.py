@@ -1,6 +1,6 @@
 # rule download: fetch one artifact, check its md5 and content, record its sha256 beside it.
 from jobglue import REPO, job_log
-from mlperf_bert.data.fetch_http import FetchPolicy
+from mlperf_bert.data.http import FetchPolicy
 from mlperf_bert.data.download import fetch
 
 with job_log(snakemake.log[0]):

@@ -1,6 +1,6 @@
 # checkpoint r2_listing: cache an R2 dataset's md5 list and base URL (the files to download are read from it).
 from jobglue import REPO, job_log
-from mlperf_bert.data.fetch_http import FetchPolicy
+from mlperf_bert.data.http import FetchPolicy
 from mlperf_bert.data.r2 import fetch_listing
 
 with job_log(snakemake.log[0]):

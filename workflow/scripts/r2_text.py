@@ -1,6 +1,6 @@
 # rule r2_text: one extracted text file (a topic or eval.txt) from an R2 dataset, md5-checked, resumable.
 from jobglue import REPO, job_log
-from mlperf_bert.data.fetch_http import FetchPolicy
+from mlperf_bert.data.http import FetchPolicy
 from mlperf_bert.data.r2 import fetch_text_file
 
 with job_log(snakemake.log[0]):

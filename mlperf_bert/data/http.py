@@ -247,8 +247,6 @@ def download_file(url: str, dest: str | Path, *, md5: str | None, what: str | No
   once, and so does the deadline (policy.deadline_s, the partial file kept for the next run).
   Returns {"source", "md5", "sha256", "bytes", "resumed_from"}.
   """
-  from tqdm import tqdm
-
   dest = Path(dest)
   what = what or dest.name
   dest.parent.mkdir(parents=True, exist_ok=True)
@@ -270,21 +268,7 @@ def download_file(url: str, dest: str | Path, *, md5: str | None, what: str | No
             return
           part.unlink(missing_ok=True)
           raise NetworkError(f"HTTP 416 for a {offset}-byte partial file of a {total}-byte file; starting over")
-        if _retryable_status(r.status_code):
-          raise NetworkError(f"HTTP {r.status_code}")
-        if r.status_code not in (200, 206):
-          raise _http_error(r.status_code, url, what, r.headers)
-        mode = "ab"
-        if r.status_code == 206:
-          start = _start_from_content_range(r.headers.get("Content-Range"))
-          if start != offset:
-            raise NetworkError(f"the server resumed at byte {start}, not {offset}")
-          total = _total_from_content_range(r.headers.get("Content-Range"))
-        else:
-          if offset:
-            log(f"{what}: the server ignored the Range request; starting over")
-          offset, mode = 0, "wb"
-          total = int(r.headers["Content-Length"]) if r.headers.get("Content-Length", "").isdigit() else None
+        offset, mode, total = _answered_range(r, offset, url=url, what=what, log=log)
         if total is not None and total > policy.max_file_bytes:
           raise UserError(f"{what}: {url} announces {total:,} bytes, more than the {policy.max_file_bytes:,} allowed "
                           "(download.max_file_bytes); check the source in the config, or raise that bound")
@@ -298,12 +282,7 @@ def download_file(url: str, dest: str | Path, *, md5: str | None, what: str | No
                           "Google Drive quota pages wait a day or use the MLCommons storage (config/mlperf.yaml)")
         if offset:
           log(f"{what}: resuming at byte {offset:,} (HTTP Range)")
-        with open(part, mode) as f, tqdm(total=total, initial=offset, unit="B", unit_scale=True, unit_divisor=1024,
-                                         desc=what, disable=not progress, mininterval=1.0, ascii=True) as bar:
-          for block in ([head] if head else []), it:
-            for b in block:
-              f.write(b)
-              bar.update(len(b))
+        _write_part(part, mode, [head] if head else [], it, total=total, offset=offset, what=what, progress=progress)
         got = part.stat().st_size
         if total is not None and got != total:
           raise NetworkError(f"connection closed at byte {got:,} of {total:,}")
@@ -319,6 +298,36 @@ def download_file(url: str, dest: str | Path, *, md5: str | None, what: str | No
                limit_s=policy.deadline_s)
   return finish_part(part, dest, md5=md5, source=url, what=what, validate=validate, log=log,
                      extra={"resumed_from": first_offset})
+
+
+def _answered_range(r, offset: int, *, url: str, what: str, log: Callable[[str], None]) -> tuple[int, str, int | None]:
+  """(offset, file mode, total bytes or None) of a GET's answer: a 206 continues the partial file at `offset`, a
+  200 starts it over; a retryable status is a NetworkError, any other an HTTP error."""
+  if _retryable_status(r.status_code):
+    raise NetworkError(f"HTTP {r.status_code}")
+  if r.status_code not in (200, 206):
+    raise _http_error(r.status_code, url, what, r.headers)
+  if r.status_code == 206:
+    start = _start_from_content_range(r.headers.get("Content-Range"))
+    if start != offset:
+      raise NetworkError(f"the server resumed at byte {start}, not {offset}")
+    return offset, "ab", _total_from_content_range(r.headers.get("Content-Range"))
+  if offset:
+    log(f"{what}: the server ignored the Range request; starting over")
+  total = int(r.headers["Content-Length"]) if r.headers.get("Content-Length", "").isdigit() else None
+  return 0, "wb", total
+
+
+def _write_part(part: Path, mode: str, first: list[bytes], rest, *, total: int | None, offset: int, what: str,
+                progress: bool) -> None:
+  """Append (mode "ab") or write ("wb") the body's blocks to the partial file, with a tqdm bar in the log."""
+  from tqdm import tqdm
+  with open(part, mode) as f, tqdm(total=total, initial=offset, unit="B", unit_scale=True, unit_divisor=1024,
+                                   desc=what, disable=not progress, mininterval=1.0, ascii=True) as bar:
+    for block in first, rest:
+      for b in block:
+        f.write(b)
+        bar.update(len(b))
 
 
 def finish_part(part: Path, dest: Path, *, md5: str | None, source: str, what: str,
