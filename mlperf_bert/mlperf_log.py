@@ -29,6 +29,9 @@ class MalformedLine:
   text: str
   error: str
 
+  def __str__(self) -> str:
+    return f"line {self.lineno}: {self.error}"
+
 
 def json_depth_ok(text: str, max_depth: int = MAX_JSON_DEPTH) -> bool:
   """True when no array/object in `text` nests deeper than max_depth (brackets inside strings are skipped)."""

@@ -22,27 +22,6 @@ BOUND_ERRORS = ("line is", "JSON nested")  # how the MalformedLine errors of the
 BERT_TARGET_ACCURACY = 0.720
 
 
-@dataclass(frozen=True)
-class Event:
-  """One `:::MLLOG` record."""
-  key: str
-  value: Any
-  time_ms: float
-  metadata: dict
-  event_type: str = ""
-  lineno: int = 0  # 1-based line number in the file
-
-
-@dataclass(frozen=True)
-class MalformedLine:
-  lineno: int
-  text: str
-  error: str
-
-  def __str__(self) -> str:
-    return f"line {self.lineno}: {self.error}"
-
-
 @dataclass
 class MLPerfLog:
   """A parsed result log. `events` are in file order."""
