@@ -52,7 +52,7 @@ def main():
   @TinyJit
   def step(ids, seg, mask, pos, mlm_ids, mlm_w, nsp):
     for p in params: p.grad = None
-    loss = model.loss(*model(ids, seg, mask, pos), mlm_ids, mlm_w, nsp)
+    loss = model.loss(*model(ids, mask, seg, pos), mlm_ids, mlm_w, nsp)  # forward: FEATURES order
     loss.backward()
     Tensor.realize(loss, *[p.grad for p in params])
     return loss

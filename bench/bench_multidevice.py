@@ -37,7 +37,7 @@ UNIT = {"us": 1e-6, "ms": 1e-3, "s": 1.0}
 MATMUL_FLOP_PER_BYTE = 4.0  # a reduce kernel doing this many ops per byte of unique memory is a matmul (sums: < 1)
 
 
-def hparams(name: str, over: dict | None = None) -> dict:
+def hparams(name: str, over: dict | None = None):
   return resolve(load_platform(REPO / "profiles" / "cpu" / "platform.yaml"), {**COMMON, **CONFIGS[name], **(over or {})},
                  seed=0, where="--set")
 
@@ -81,16 +81,16 @@ def child(name: str, n_steps: int, over: dict) -> dict:
   from tinygrad.helpers import Context
   from tinygrad.uop.ops import Ops
   from mlperf_bert.constants import FEATURES
-  from mlperf_bert.train.run import Steps, devices_for, fake_batch, model_config
-  cfg = model_config(REPO / "resources" / "demo" / "bert_config.json", hp)
-  steps = Steps(cfg, hp, devices_for(hp["DEV"], hp["GPUS"]), seed=0)
+  from mlperf_bert.train.trainer import ModelTrainer, devices_for, fake_batch, model_config
+  cfg = model_config(REPO / "resources" / "demo" / "bert_config.json", hp.model)
+  steps = ModelTrainer(cfg, hp, devices_for(hp.tinygrad.dev, hp.gpus), seed=0)
   segments: list[int] = []  # calls of each schedule the JIT captured (realize of loss+grads, ..., the update)
   add_linear = steps.train_step.add_linear
   steps.train_step.add_linear = lambda lin, vv: (segments.append(len(lin.src)), add_linear(lin, vv))[1]
   rng = np.random.default_rng(0)
   times, cpu, main_cpu, losses = [], [], [], []
   for _ in range(n_steps):
-    b = fake_batch(hp["BS"], SEQ, PRED, cfg.vocab_size, rng)
+    b = fake_batch(hp.batch_size, SEQ, PRED, cfg.vocab_size, rng)
     st, sc, sm = time.perf_counter(), time.process_time(), time.thread_time()
     loss, _, _ = steps.train(b)
     losses.append(loss.item())
@@ -98,7 +98,7 @@ def child(name: str, n_steps: int, over: dict) -> dict:
     cpu.append(time.process_time() - sc)        # CPU seconds of all threads: less sensitive to the machine's load
     main_cpu.append(time.thread_time() - sm)    # of the calling thread alone
   # one more step with every kernel timed: tinygrad's DEBUG=2 lines (inputs realized first: only the step prints)
-  b = fake_batch(hp["BS"], SEQ, PRED, cfg.vocab_size, rng)
+  b = fake_batch(hp.batch_size, SEQ, PRED, cfg.vocab_size, rng)
   xs = [Tensor(b[k]).realize() for k in FEATURES]
   buf = io.StringIO()
   st = time.perf_counter()
@@ -108,7 +108,7 @@ def child(name: str, n_steps: int, over: dict) -> dict:
   linear = steps.train_step.captured.linear
   calls = [describe_call(c, cfg.vocab_size) for c in linear.src]
   graphed = sum(1 for c in linear.src if c.src[0].op is Ops.CUSTOM_FUNCTION and c.src[0].arg == "graph")
-  return {"config": name, "set": over, "devices": list(devices_for(hp["DEV"], hp["GPUS"])), "float": hp["FLOAT"],
+  return {"config": name, "set": over, "devices": list(devices_for(hp.tinygrad.dev, hp.gpus)), "float": hp.float_type,
           "times": times, "cpu": cpu, "main_cpu": main_cpu, "losses": losses, "segments": segments, "calls": calls,
           "graph_batches": graphed, "lines": parse_debug_lines(buf.getvalue()), "debug_wall": debug_wall}
 

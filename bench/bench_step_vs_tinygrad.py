@@ -53,14 +53,14 @@ def timed(step, n):
 OURS = COMMON + r'''
 sys.path.insert(0, S["REPO"])
 from mlperf_bert.train.hparams import load_platform, resolve
-from mlperf_bert.train.run import Steps, devices_for
+from mlperf_bert.train.trainer import ModelTrainer, devices_for
 from mlperf_bert.train.model import BertConfig
 from tinygrad import Tensor
 hp = resolve(load_platform(os.path.join(S["REPO"], "profiles", "cpu", "platform.yaml")), {"GPUS": S["GPUS"], "BS": S["BS"], "CPU_THREADS": S["CPU_THREADS"]})
 cfg = BertConfig(vocab_size=S["VOCAB"], hidden_size=S["HIDDEN"], num_hidden_layers=S["LAYERS"], num_attention_heads=S["HEADS"],
                  intermediate_size=S["INTER"])
 Tensor.manual_seed(0)
-steps = Steps(cfg, hp, devices_for("CPU", S["GPUS"]), seed=0)
+steps = ModelTrainer(cfg, hp, devices_for("CPU", S["GPUS"]), seed=0)
 timed(lambda b: steps.train(b)[0].item(), S["STEPS"])
 '''
 

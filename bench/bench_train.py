@@ -25,15 +25,18 @@ def main():
   base = Path(a.basedir)
   from mlperf_bert.data.shards import Shard
   ev = Shard(base / "eval" / "eval.shard")
-  hp = resolve(load_platform(REPO / "profiles" / a.platform / "platform.yaml"), over, seed=0, eval_examples=len(ev))
-  os.environ.update(tinygrad_env(hp))
+  settings = resolve(load_platform(REPO / "profiles" / a.platform / "platform.yaml"), over, seed=0,
+                     eval_examples=len(ev))
+  hp = settings.as_dict()
+  os.environ.update(tinygrad_env(settings))
+  from mlperf_bert.train.inputs import RunInputs
   from mlperf_bert.train.run import TrainRun
   import tempfile
   with tempfile.TemporaryDirectory() as td:
-    run = TrainRun(hp, shard_paths=sorted((base / "shards").glob("*.shard")), eval_path=base / "eval" / "eval.shard",
-                   bert_config=base / "download" / "bert_config.json", log_path=Path(td) / "r.log",
-                   work_log_path=Path(td) / "p.log", ckpt_dir=Path(td) / "ckpt", max_seq_length=ev.max_seq_length,
-                   max_predictions_per_seq=ev.max_predictions_per_seq, echo=False, progress=False)
+    run = TrainRun(settings, RunInputs.of(
+      shards=sorted((base / "shards").glob("*.shard")), eval_set=base / "eval" / "eval.shard",
+      bert_config=base / "download" / "bert_config.json", log=Path(td) / "r.log", ckpt_dir=Path(td) / "ckpt",
+      max_seq_length=ev.max_seq_length, max_predictions_per_seq=ev.max_predictions_per_seq), echo=False, progress=False)
     t = time.perf_counter()
     r = run.benchmark(a.steps)
     wall = time.perf_counter() - t

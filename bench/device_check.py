@@ -121,14 +121,15 @@ def main() -> None:
   if bool(a.shards) != bool(a.eval): sys.exit("device_check.py: --shards and --eval go together")
   import yaml
   over = {k.strip(): yaml.safe_load(v) for k, v in (s.split("=", 1) for s in a.set)}
-  hp = resolve(load_platform(a.platform_file), over, seed=0, eval_examples=10000)
+  settings = resolve(load_platform(a.platform_file), over, seed=0, eval_examples=10000)
+  hp = settings.as_dict()
   size = tinygrad_size(hp)  # before anything runs: a size tinygrad's side cannot build ends the check here
   info = machine()
   print(f"machine: {describe(info)}; accelerators: {gpus_listed()}")
   print(f"platform {a.platform_file.name} of {a.platform_file.parent.name} with {over or 'no overrides'}: DEV={hp['DEV']} "
         f"GPUS={hp['GPUS']} BS={hp['BS']} {hp['FLOAT']} BEAM={hp.get('BEAM')}; {a.steps} steps; seq {SEQ}, {PRED} predictions")
   base_env = {k: v for k, v in os.environ.items() if k not in ("BENCHMARK", "PYTHONPATH")}
-  env = {**base_env, **tinygrad_env(hp), "PYTHONPATH": str(REPO)}
+  env = {**base_env, **tinygrad_env(settings), "PYTHONPATH": str(REPO)}
   with tempfile.TemporaryDirectory(prefix="device_check_") as tmp:
     tmp = Path(tmp)
     if a.shards: shards, ev = a.shards, a.eval
@@ -144,7 +145,7 @@ def main() -> None:
     _, init_s = run("this project, INIT phase", ours + ["--phase", "init"], env, REPO, a.timeout)
     out, ours_s = run(f"this project, {a.steps} steps", ours + ["--benchmark", str(a.steps)], env, REPO, a.timeout)
     ours_ms = step_ms(out, "this project", a.steps)
-    tg_env = {**base_env, **tinygrad_env(hp), "PYTHONPATH": str(co), "MODEL": "bert", "BENCHMARK": str(a.steps),
+    tg_env = {**base_env, **tinygrad_env(settings), "PYTHONPATH": str(co), "MODEL": "bert", "BENCHMARK": str(a.steps),
               "BERT_SIZE": size, "BERT_LAYERS": str(hp.get("BERT_LAYERS") or 24)}
     tg_env.update({k: str(int(hp[k]) if isinstance(hp[k], bool) else hp[k]) for k in TRAIN_BERT_KEYS
                    if hp.get(k) is not None})

@@ -178,21 +178,23 @@ def _cmd_train(a) -> int:
   # imported, which reads them at import; nothing above this line imports it
   from mlperf_bert.data.shards import Shard
   from mlperf_bert.train.hparams import export_tinygrad_env, load_platform, resolve
-  hp = resolve(load_platform(a.platform_file), _parse_set(a.set), seed=a.seed, eval_examples=len(Shard(a.eval)),
-               where="--set")
+  settings = resolve(load_platform(a.platform_file), _parse_set(a.set), seed=a.seed,
+                     eval_examples=len(Shard(a.eval)), where="--set")
   if "tinygrad" in sys.modules:  # called in a process that already imported it (main() from Python code)
     _log("note: tinygrad was imported before this command; the platform's tinygrad settings cannot be applied "
          "(run python -m mlperf_bert train)")
   else:
-    for note in export_tinygrad_env(hp, os.environ): _log(note)
-  from mlperf_bert.train.run import train_from_paths
+    for note in export_tinygrad_env(settings, os.environ): _log(note)
+  from mlperf_bert.data.loader import list_shards
+  from mlperf_bert.train.inputs import RunInputs
+  from mlperf_bert.train.run import TrainRun
+  inputs = RunInputs.of(shards=list_shards(a.shards), eval_set=a.eval, bert_config=a.bert_config, log=a.out,
+                        work_log=a.work_log, ckpt_dir=a.ckpt_dir, max_seq_length=a.max_seq_length,
+                        max_predictions_per_seq=a.max_predictions_per_seq, init_weights=a.init_weights)
   # which process wrote which phase (the train rule runs INIT and RUN as two processes: INIT_PROCESS separate)
   _log(f"train: phase {a.phase} in process {os.getpid()}")
-  res = train_from_paths(a.platform_file, _parse_set(a.set), shards=a.shards, eval_path=a.eval,
-                         bert_config=a.bert_config, init_weights=a.init_weights, max_seq_length=a.max_seq_length,
-                         max_predictions_per_seq=a.max_predictions_per_seq, seed=a.seed, out=a.out,
-                         ckpt_dir=a.ckpt_dir, benchmark=a.benchmark, stop_after=a.stop_after, phase=a.phase,
-                         work_log=a.work_log)
+  run = TrainRun(settings, inputs)
+  res = run.benchmark(a.benchmark) if a.benchmark else run.run(stop_after=a.stop_after, phase=a.phase)
   if a.benchmark:
     print(json.dumps(res, indent=1))
   elif res.status == "init":

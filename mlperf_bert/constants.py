@@ -4,7 +4,8 @@
 RULESET = "5.0.0"
 
 # The seven features of a pretraining instance, in the shard's and the .npz dump's order (as the MLPerf
-# TFRecords name them). The trainer's jitted steps take them as keyword arguments of these names.
+# TFRecords name them). The trainer's jitted steps and BertForPretraining.forward (the first four) take them
+# positionally in this order.
 FEATURES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids", "masked_lm_weights",
             "next_sentence_labels")
 

@@ -50,7 +50,7 @@ def job_log(log_path: str | os.PathLike) -> Iterator[None]:
 
 
 # The command line of the Snakemake run, for the provenance records and the submission README. Written by the
-# workflow's `onstart` hook (rules/audit.smk; Snakemake runs it once, in its own process, before the first job, and
+# workflow's `onstart` hook (rules/common.smk; Snakemake runs it once, in its own process, before the first job, and
 # never in a dry run) into the basedir, where the jobs read it back. It is neither a param (one that changes with
 # every invocation would trip Snakemake's params rerun trigger, and a finished tree's dry run would never be clean)
 # nor an environment variable set while the Snakefile is parsed.

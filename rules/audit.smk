@@ -29,7 +29,7 @@ rule submission:
     """`snakemake submission`: the MLPerf package of the configured platform's seeds, checked and scored."""
     input:
         # the submitter named in the logs: SUBMISSION_ORG of the platform, unless the `train` config overrides it
-        B(f"submission/{RESOLVED['SUBMISSION_ORG']}.{RUN_NAME}.score.json"),
+        B(f"submission/{RESOLVED.submission.org}.{RUN_NAME}.score.json"),
 
 
 rule submission_package:

@@ -169,7 +169,7 @@ def preflight_enabled():
     (with the `train` overrides) and MLPerf's checkpoint is used; true always; false never."""
     mode = config.get("preflight", "auto")
     if mode == "auto":
-        return RESOLVED["SUBMISSION_DIVISION"] == "closed" and use_initial_checkpoint()
+        return RESOLVED.submission.division == "closed" and use_initial_checkpoint()
     return bool(mode)
 
 

@@ -9,38 +9,17 @@ The helpers answer what the audit and the submission need: run time in minutes (
 run_stop status, the final eval_accuracy, seed, benchmark, division, org, platform and init duration.
 """
 from __future__ import annotations
-import json, math, os, stat
+import os, stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from mlperf_bert.audit.untrusted import MAX_JSON_DEPTH, MAX_LINE_BYTES, MAX_LOG_BYTES, json_depth_ok
+from mlperf_bert.audit.untrusted import MAX_LINE_BYTES, MAX_LOG_BYTES
+from mlperf_bert.mlperf_log import TOKEN, Event, MalformedLine, parse_line  # noqa: F401 (the audit's names)
 
-TOKEN = ":::MLLOG"
 BOUND_ERRORS = ("line is", "JSON nested")  # how the MalformedLine errors of the bounds begin
 # the BERT closed-division target (masked-LM accuracy), as mlperf-logging's closed_bert.yaml checks it
 BERT_TARGET_ACCURACY = 0.720
-
-
-@dataclass(frozen=True)
-class Event:
-  """One `:::MLLOG` record."""
-  key: str
-  value: Any
-  time_ms: float
-  metadata: dict
-  event_type: str = ""
-  lineno: int = 0  # 1-based line number in the file
-
-
-@dataclass(frozen=True)
-class MalformedLine:
-  lineno: int
-  text: str
-  error: str
-
-  def __str__(self) -> str:
-    return f"line {self.lineno}: {self.error}"
 
 
 @dataclass
@@ -182,35 +161,6 @@ def normalize_ruleset(text: str) -> str:
   parts = t.split(".")
   while len(parts) < 3: parts.append("0")
   return ".".join(parts[:3])
-
-
-def parse_line(line: str, lineno: int = 0) -> Event | MalformedLine | None:
-  """One line -> Event, MalformedLine (token present, record bad) or None (no token)."""
-  i = line.find(TOKEN)
-  if i < 0: return None
-  payload = line[i + len(TOKEN):].strip()
-  text = line.rstrip("\n")
-  if not json_depth_ok(payload):
-    return MalformedLine(lineno, text[:200], f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
-  try:
-    rec = json.loads(payload)
-  except json.JSONDecodeError as e:
-    return MalformedLine(lineno, text, f"not valid JSON ({e.msg} at column {e.colno})")
-  except RecursionError:
-    return MalformedLine(lineno, text[:200], "JSON nested too deep to parse")
-  if not isinstance(rec, dict):
-    return MalformedLine(lineno, text, f"record is a {type(rec).__name__}, expected a JSON object")
-  if not isinstance(rec.get("key"), str) or not rec["key"]:
-    return MalformedLine(lineno, text, "record has no 'key'")
-  t = rec.get("time_ms")
-  if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t):
-    return MalformedLine(lineno, text, f"'time_ms' is {t!r}, expected a number")
-  meta = rec.get("metadata", {})
-  if not isinstance(meta, dict):
-    return MalformedLine(lineno, text, f"'metadata' is a {type(meta).__name__}, expected a JSON object")
-  if "value" not in rec:
-    return MalformedLine(lineno, text, "record has no 'value'")
-  return Event(rec["key"], rec["value"], float(t), meta, str(rec.get("event_type", "")), lineno)
 
 
 def parse_lines(lines: Iterable[str], path: str | os.PathLike | None = None) -> MLPerfLog:

@@ -10,12 +10,13 @@ from __future__ import annotations
 import json, os, shutil, stat
 from pathlib import Path
 
+from mlperf_bert.mlperf_log import MAX_JSON_DEPTH, json_depth_ok  # noqa: F401 (the audit's names)
+
 # the bounds (docs/audit.md states them). The largest published BERT result log (v4.0-v5.0) is 3.1 MB, its
 # longest line 2.2 KB; a systems json is a few KB.
 MAX_LOG_BYTES = 16 << 20          # a result log
 MAX_LINE_BYTES = 64 << 10         # one line of a result log
 MAX_JSON_BYTES = 1 << 20          # systems/<system>.json, scaling.json
-MAX_JSON_DEPTH = 64               # nesting of arrays/objects in any JSON the audit parses
 MAX_LOGS_CHECKED = 20             # result logs per system checked one by one (MLPerf scores BERT from 10)
 MAX_COPY_FILES = 20000            # files copied for the official tools (benchmarks/bert included)
 MAX_COPY_BYTES = 512 << 20        # bytes copied for the official tools
@@ -55,25 +56,6 @@ def problem(path: Path, root: Path, *, max_bytes: int | None = None, want: str =
   if max_bytes is not None and st.st_size > max_bytes:
     return f"is {st.st_size:,} bytes, over the audit's bound of {max_bytes:,}: not read"
   return None
-
-
-def json_depth_ok(text: str, max_depth: int = MAX_JSON_DEPTH) -> bool:
-  """True when no array/object in `text` nests deeper than max_depth (brackets inside strings are skipped)."""
-  if text.count("[") + text.count("{") <= max_depth:
-    return True
-  depth, in_str, esc = 0, False, False
-  for ch in text:
-    if in_str:
-      if esc: esc = False
-      elif ch == "\\": esc = True
-      elif ch == '"': in_str = False
-    elif ch == '"': in_str = True
-    elif ch in "[{":
-      depth += 1
-      if depth > max_depth: return False
-    elif ch in "]}":
-      depth -= 1
-  return True
 
 
 def loads_bounded(text: str, max_depth: int = MAX_JSON_DEPTH):

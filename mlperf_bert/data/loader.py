@@ -211,10 +211,15 @@ def eval_window(shard: Shard, batch_size: int, n_batches: int, start: int = 0) -
     yield shard.batch((start + i * batch_size + np.arange(batch_size)) % n)
 
 
-def list_shards(directory: str | os.PathLike, pattern: str = "*.shard") -> list[Path]:
-  """The shard files of a directory, sorted (UserError when there are none)."""
-  d = Path(directory)
-  files = sorted(d.glob(pattern)) if d.is_dir() else []
-  if not files:
-    raise UserError(f"{d}: no {pattern} files; build the shards first (run the workflow) or fix the path")
-  return files
+def list_shards(shards: str | os.PathLike | Sequence[str | os.PathLike], pattern: str = "*.shard") -> list[Path]:
+  """Training shards as named on a command line: shard files, or directories of them (each directory's sorted);
+  UserError for a directory that holds none."""
+  out: list[Path] = []
+  for s in [shards] if isinstance(shards, (str, os.PathLike)) else shards:
+    d = Path(s)
+    if not d.is_dir(): out.append(d); continue
+    files = sorted(d.glob(pattern))
+    if not files:
+      raise UserError(f"{d}: no {pattern} files; build the shards first (run the workflow) or fix the path")
+    out += files
+  return out

@@ -8,7 +8,9 @@ export them. Three kinds of keys:
   * run settings (SUBMISSION_*, EVAL_SAMPLES, BERT_* model overrides, INIT_* of the INIT phase).
 plus one lower-case section, `resources:` (mem_mb, runtime of the train job: Snakemake resources, never hyperparameters).
 Keys, types and static defaults: schemas/platform.schema.yaml, validated like the workflow config (config.py).
-The workflow's config key `train:` overrides any of them (highest precedence). Nothing here imports tinygrad.
+The workflow's config key `train:` overrides any of them (highest precedence). resolve() returns the run's typed
+Settings (train/settings.py); rule_params, tinygrad_env and describe give the flat forms its edges need. Nothing here
+imports tinygrad.
 """
 from __future__ import annotations
 import importlib.util, math, os
@@ -19,6 +21,7 @@ import yaml
 
 from mlperf_bert.config import load_schema, parse_text_values, safe_yaml, validate_config
 from mlperf_bert.errors import UserError
+from mlperf_bert.train.settings import DERIVED, KEY_FIELDS, Settings
 
 # The platform file's schema: every key, its type, its static default, whether tinygrad reads it from the
 # environment. KNOWN, TINYGRAD_ENV and DEFAULTS are read from it; derived defaults are in resolve().
@@ -34,12 +37,20 @@ RESOURCE_DEFAULTS: dict[str, int] = {k: v["default"] for k, v in _PROPS["resourc
 # schema, so a platform file that sets them is refused.
 FLOAT_NAMES = {"HALF": "half", "FLOAT16": "half", "BFLOAT16": "bfloat16", "FLOAT": "float32", "FLOAT32": "float32"}
 HALF_TYPES = {"half", "bfloat16"}
-# the allowed values of each setting that has a fixed set (EVAL_METRIC, INIT_PROCESS): the schema's enums
 # the seeds a run may have: the workflow config's bounds (numpy's seed range), applied to `train --seed` too
 _SEED = load_schema(SCHEMA.with_name("config.schema.yaml"))["properties"]["seeds"]["items"]
 SEED_RANGE = (int(_SEED["minimum"]), int(_SEED["maximum"]))
+# the allowed values of each setting that has a fixed set (EVAL_METRIC, INIT_PROCESS, ...): the schema's enums
 CHOICES: dict[str, tuple] = {k: tuple(v for v in _PROPS[k]["enum"] if v is not None)
                              for k in sorted(KNOWN) if "enum" in _PROPS[k]}
+# the lower bounds (`minimum:`), the run-time knobs that are no rule param (`x-rule-param: false`) and the settings
+# that do not change a run's numbers (`x-fingerprint: false`): the schema's annotations
+MINIMUM: dict[str, int] = {k: _PROPS[k]["minimum"] for k in sorted(KNOWN) if "minimum" in _PROPS[k]}
+NOT_RULE_PARAMS = frozenset(k for k in KNOWN if _PROPS[k].get("x-rule-param") is False)
+NOT_FINGERPRINTED = frozenset(k for k in KNOWN if _PROPS[k].get("x-fingerprint") is False)
+if set(KEY_FIELDS) != KNOWN | set(DERIVED):  # every key of the schema has its field in Settings, and no other
+  raise RuntimeError(f"{SCHEMA.name} and mlperf_bert/train/settings.py disagree: "
+                     f"{sorted(set(KEY_FIELDS) ^ (KNOWN | set(DERIVED)))}")
 
 
 def known_devices() -> set[str]:
@@ -73,9 +84,9 @@ def train_resources(path: str | os.PathLike) -> dict[str, int]:
   return {**RESOURCE_DEFAULTS, **read_platform(path).get("resources", {})}
 
 
-def train_gpus(hp: dict[str, Any]) -> int:
-  """The train job's `gpu` resource for resolved hyperparameters: GPUS, or 0 when tinygrad runs on the CPU."""
-  return 0 if hp["DEV"] == "CPU" else int(hp["GPUS"])
+def train_gpus(s: Settings) -> int:
+  """The train job's `gpu` resource for resolved settings: GPUS, or 0 when tinygrad runs on the CPU."""
+  return 0 if s.tinygrad.dev == "CPU" else s.gpus
 
 
 def check_types(data: dict[str, Any], where: str, fix: str | None = None) -> dict[str, Any]:
@@ -94,12 +105,10 @@ def float_name(default_float: str | None) -> str:
 
 
 def resolve(platform: dict[str, Any], overrides: dict[str, Any] | None = None, seed: int = 0,
-            eval_examples: int = 10000, where: str = "config key train") -> dict[str, Any]:
-  """Merge platform ← overrides and fill every unset hyperparameter with the seed's (tinygrad train_bert) default.
-
-  Returns a flat dict with every key of KNOWN that is set, plus SEED, GLOBAL_BATCH_SIZE, MAX_EVAL_STEPS and the
-  normalized FLOAT (float32/half/bfloat16). Raises UserError for an invalid combination.
-  """
+            eval_examples: int = 10000, where: str = "config key train") -> Settings:
+  """Merge platform <- overrides, fill every unset hyperparameter with the seed's (tinygrad train_bert) default and
+  return the run's typed Settings (derived: SEED, GLOBAL_BATCH_SIZE, MAX_EVAL_STEPS, the normalized FLOAT).
+  Raises UserError for an invalid combination; the schema's `minimum:` and `enum:` hold for derived values too."""
   if isinstance(seed, bool) or not isinstance(seed, int) or not SEED_RANGE[0] <= seed <= SEED_RANGE[1]:
     raise UserError(f"seed {seed!r} is outside {SEED_RANGE[0]}..{SEED_RANGE[1]} (numpy's seed range, the bounds of "
                     "`seeds` in schemas/config.schema.yaml); pick a seed in that range")
@@ -111,75 +120,90 @@ def resolve(platform: dict[str, Any], overrides: dict[str, Any] | None = None, s
   hp.update(over)
   hp = {k: v for k, v in hp.items() if v is not None}
   for k, v in DEFAULTS.items(): hp.setdefault(k, v)
-  dev = str(hp["DEV"]).upper()
+  hp["DEV"] = _device(hp["DEV"])
+  _derive(hp, eval_examples)
+  _check(hp, eval_examples)
+  hp["SEED"] = int(seed)
+  hp["MAX_EVAL_STEPS"] = -(-hp["EVAL_SAMPLES"] // hp["EVAL_BS"])
+  return Settings.from_dict(hp)
+
+
+def _device(dev: Any) -> str:
   devices = known_devices()
-  if dev not in devices:
-    raise UserError(f"DEV={hp.get('DEV')!r} is not a tinygrad 0.14 device; use one of {', '.join(sorted(devices))} "
+  if str(dev).upper() not in devices:
+    raise UserError(f"DEV={dev!r} is not a tinygrad 0.14 device; use one of {', '.join(sorted(devices))} "
                     f"(set DEV in the platform file or `train: {{DEV: ...}}`)")
-  hp["DEV"] = dev
+  return str(dev).upper()
+
+
+def _derive(hp: dict[str, Any], eval_examples: int) -> None:
+  """The defaults train_bert derives from GPUS, the float type and the global batch size (in place)."""
   fl = hp["FLOAT"] = float_name(hp.get("DEFAULT_FLOAT"))
-  half = fl in HALF_TYPES
-  gpus = hp["GPUS"]
-  if gpus < 1: raise UserError(f"GPUS={gpus}: must be at least 1")
-  hp.setdefault("BS", (11 if half else 8) * gpus)
-  if hp["BS"] < 1 or hp["BS"] % gpus != 0:
-    raise UserError(f"BS={hp['BS']} is not divisible by GPUS={gpus}: every device needs the same share of the batch; "
-                    f"set BS to a multiple of {gpus}")
+  gpus = max(1, hp["GPUS"])
+  hp.setdefault("BS", (11 if fl in HALF_TYPES else 8) * gpus)
   hp.setdefault("EVAL_BS", gpus)
-  if hp["EVAL_BS"] < 1 or hp["EVAL_BS"] % gpus != 0:
-    raise UserError(f"EVAL_BS={hp['EVAL_BS']} is not divisible by GPUS={gpus}; set EVAL_BS to a multiple of {gpus}")
-  if hp["GRADIENT_ACC_STEPS"] != 1:
-    raise UserError(f"GRADIENT_ACC_STEPS={hp['GRADIENT_ACC_STEPS']}: gradient accumulation is not implemented (as in "
-                    f"tinygrad's train_bert); set it to 1 and raise BS instead")
   gbs = hp["GLOBAL_BATCH_SIZE"] = hp["BS"] * hp["GRADIENT_ACC_STEPS"]
   hp.setdefault("OPT_BASE_LEARNING_RATE", 0.000175 * math.sqrt(gbs / 96))
   hp.setdefault("TRAIN_STEPS", 3600000 // gbs)
   hp.setdefault("LOSS_SCALER", 2.0 ** 11 if fl == "half" else 1.0)
   hp.setdefault("EVAL_STEP_FREQ", int(math.floor(0.05 * (230.23 * gbs + 3000000) / 25000) * 25000 // gbs))
   hp.setdefault("EVAL_SAMPLES", eval_examples)
-  if hp["NUM_CPU_THREADS"] < 1: raise UserError(f"NUM_CPU_THREADS={hp['NUM_CPU_THREADS']} must be at least 1")
-  for k, allowed in CHOICES.items():  # a platform dict that did not come from a file is checked here too
+
+
+def _check(hp: dict[str, Any], eval_examples: int) -> None:
+  """The schema's bounds and choices (a platform dict that did not come from a file, a derived value), then the
+  combinations no schema can say."""
+  for k, low in MINIMUM.items():
+    if k in hp and hp[k] < low: raise UserError(f"{k}={hp[k]} must be at least {low}; fix it in the platform file or `train:`")
+  for k, allowed in CHOICES.items():
     if hp[k] not in allowed: raise UserError(f"{k}={hp[k]!r}: use one of {', '.join(map(str, allowed))}")
-  hp["SEED"] = int(seed)
-  for k in ("TRAIN_STEPS", "NUM_WARMUP_STEPS", "EVAL_STEP_FREQ", "SAVE_CKPT_FREQ", "KEEP_CKPT_AMOUNT", "EVAL_SAMPLES"):
-    if hp[k] < 1: raise UserError(f"{k}={hp[k]} must be at least 1; fix it in the platform file or `train:`")
+  gpus = hp["GPUS"]
+  for k in ("BS", "EVAL_BS"):
+    if hp[k] % gpus != 0:
+      raise UserError(f"{k}={hp[k]} is not divisible by GPUS={gpus}: every device needs the same share of the batch; "
+                      f"set {k} to a multiple of {gpus}")
+  if hp["GRADIENT_ACC_STEPS"] != 1:
+    raise UserError(f"GRADIENT_ACC_STEPS={hp['GRADIENT_ACC_STEPS']}: gradient accumulation is not implemented (as in "
+                    f"tinygrad's train_bert); set it to 1 and raise BS instead")
   if hp["NUM_WARMUP_STEPS"] > hp["TRAIN_STEPS"]:
     raise UserError(f"NUM_WARMUP_STEPS={hp['NUM_WARMUP_STEPS']} exceeds TRAIN_STEPS={hp['TRAIN_STEPS']}; lower it")
   if hp["EVAL_SAMPLES"] > eval_examples:
     raise UserError(f"EVAL_SAMPLES={hp['EVAL_SAMPLES']} exceeds the eval set's {eval_examples} rows (config key "
                     f"eval_examples); lower EVAL_SAMPLES or build a larger eval set")
-  if hp["SUBMISSION_DIVISION"] not in ("closed", "open"):
-    raise UserError(f"SUBMISSION_DIVISION={hp['SUBMISSION_DIVISION']!r}: use closed or open")
   if not 0 < hp["TARGET"] <= 1: raise UserError(f"TARGET={hp['TARGET']} must be a masked-LM accuracy in (0, 1]")
-  hp["MAX_EVAL_STEPS"] = -(-hp["EVAL_SAMPLES"] // hp["EVAL_BS"])
-  return hp
 
 
-def tinygrad_env(hp: dict[str, Any]) -> dict[str, str]:
+def tinygrad_env(s: Settings) -> dict[str, str]:
   """The environment variables to export before importing tinygrad (USE_ATOMICS defaults on for CPU, where the
   word-embedding backward is otherwise more than half of the step; GPU platforms keep tinygrad's default)."""
-  env = {k: str(int(v) if isinstance(v, bool) else v) for k, v in hp.items() if k in TINYGRAD_ENV}
-  if hp.get("DEV", "CPU") == "CPU": env.setdefault("USE_ATOMICS", "1")
-  env["DEFAULT_FLOAT"] = hp["FLOAT"]
+  env = {k: str(int(v) if isinstance(v, bool) else v) for k, v in s.as_dict().items() if k in TINYGRAD_ENV}
+  if s.tinygrad.dev == "CPU": env.setdefault("USE_ATOMICS", "1")
+  env["DEFAULT_FLOAT"] = s.float_type
   return env
 
 
-def export_tinygrad_env(hp: dict[str, Any], environ: dict[str, str]) -> list[str]:
+def export_tinygrad_env(s: Settings, environ: dict[str, str]) -> list[str]:
   """Set the platform's tinygrad settings (tinygrad_env) in `environ`, which must happen before tinygrad is
   imported (it reads them at import). The platform file and its overrides win over the environment; returns one
   note per variable whose different value they replaced."""
   notes = []
-  for k, v in tinygrad_env(hp).items():
+  for k, v in tinygrad_env(s).items():
     if environ.get(k, v) != v: notes.append(f"note: {k}={environ[k]} in the environment; the platform sets {k}={v}")
     environ[k] = v
   return notes
 
 
-def rule_params(hp: dict[str, Any]) -> dict[str, Any]:
-  """What the train rule records as params (a change reruns training): everything but pure run-time knobs."""
-  skip = {"DEBUG"}
-  return {k: hp[k] for k in sorted(hp) if k not in skip}
+def rule_params(s: Settings) -> dict[str, Any]:
+  """What the train rule records as params (a change reruns training): every set key but the schema's
+  `x-rule-param: false` (run-time knobs)."""
+  return {k: v for k, v in s.as_dict().items() if k not in NOT_RULE_PARAMS}
 
 
-def describe(hp: dict[str, Any]) -> str:
-  return "\n".join(f'HParam: "{k}": {hp[k]}' for k in sorted(hp))
+def fingerprinted(s: Settings) -> dict[str, Any]:
+  """The settings that change a run's numbers: the rule's params but the schema's `x-fingerprint: false` (a change
+  of those keeps a resumable checkpoint)."""
+  return {k: v for k, v in rule_params(s).items() if k not in NOT_FINGERPRINTED}
+
+
+def describe(s: Settings) -> str:
+  return "\n".join(f'HParam: "{k}": {v}' for k, v in s.as_dict().items())

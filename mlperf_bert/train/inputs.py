@@ -1,13 +1,44 @@
-"""Checks of what `train` is given, before anything is written: the eval set is not among the training shards, and
-the model's vocabulary holds every token id of the shards. Each reads only the shards' headers (and the token ids of a
-shard that records no vocabulary size)."""
+"""What a training run reads and writes (`RunInputs`, one value from the train rule to TrainRun), and the checks of
+it before anything is written: the eval set is not among the training shards, and the model's vocabulary holds every
+token id of the shards. The checks read only the shards' headers (and the token ids of a shard that records no
+vocabulary size)."""
 from __future__ import annotations
-import json, os
+import dataclasses, json, os
 from pathlib import Path
 from typing import Sequence
 
 from mlperf_bert.data.shards import Shard
 from mlperf_bert.errors import UserError
+
+
+@dataclasses.dataclass(frozen=True)
+class RunInputs:
+  """The files of one training run and the shards' shape."""
+  shards: tuple[Path, ...]          # the training shards
+  eval_set: Path                    # <basedir>/eval/eval.shard
+  bert_config: Path
+  log: Path                         # the result log, written whole when the run finished
+  work_log: Path                    # the MLPerf log while the run is unfinished
+  ckpt_dir: Path                    # resume checkpoints
+  max_seq_length: int
+  max_predictions_per_seq: int
+  init_weights: Path | None = None  # the converted checkpoint; None: a seeded random init
+
+  @classmethod
+  def of(cls, *, shards: Sequence[str | os.PathLike], eval_set, bert_config, log, work_log=None, ckpt_dir,
+         max_seq_length: int, max_predictions_per_seq: int, init_weights=None) -> "RunInputs":
+    """From paths as given (the work log defaults to `<log>.partial`)."""
+    log = Path(log)
+    return cls(tuple(Path(p) for p in shards), Path(eval_set), Path(bert_config), log,
+               Path(work_log) if work_log else log.with_name(log.name + ".partial"), Path(ckpt_dir),
+               int(max_seq_length), int(max_predictions_per_seq), Path(init_weights) if init_weights else None)
+
+  def argv(self) -> list[str]:
+    """The same inputs as arguments of `python -m mlperf_bert train` (cli.py reads them back with `of`)."""
+    args = ["--shards", *map(str, self.shards), "--eval", str(self.eval_set), "--bert-config", str(self.bert_config),
+            "--max-seq-length", str(self.max_seq_length), "--max-predictions-per-seq", str(self.max_predictions_per_seq),
+            "--out", str(self.log), "--work-log", str(self.work_log), "--ckpt-dir", str(self.ckpt_dir)]
+    return args + (["--init-weights", str(self.init_weights)] if self.init_weights else [])
 
 
 def _same_file(a: Path, b: Path) -> bool:

@@ -12,7 +12,7 @@ zero learning rate, and under HALF it diverged. tinygrad itself turned the setti
 (6cad622f59, PR 13684: it hung on tinybox green after 90 minutes).
 
 `free_intermediates(captured, keep)` frees what tinygrad's does, except the buffers of the tensors in `keep`
-(the step's whole training state: `Steps.persistent_tensors()`, the same tensors a checkpoint saves, plus the RNG
+(the step's whole training state: `ModelTrainer.persistent_tensors()`, the same tensors a checkpoint saves, plus the RNG
 state). Freed buffers are reallocated by the next call of the step. It reads tinygrad 0.14.0's CapturedJit
 internals, so it refuses any other version with a one-line error.
 """

@@ -13,6 +13,8 @@ from typing import Any
 from mlperf_logging.mllog import mllog
 from mlperf_logging.mllog import constants as C
 
+from mlperf_bert.train.settings import Settings, SubmissionSettings
+
 _ids = itertools.count()
 
 
@@ -55,41 +57,42 @@ class ResultLog:
   def _start(self, key, value=None, **md): self.start(key, value, _depth=4, **md)
   def _end(self, key, value=None, **md): self.end(key, value, _depth=4, **md)
 
-  def init_header(self, hp: dict[str, Any], cache_cleared: bool = True):
+  def init_header(self, sub: SubmissionSettings, cache_cleared: bool = True):
     """Submission keys, cache_clear (whether tinygrad's kernel cache was cleared) and init_start."""
-    self._event(C.SUBMISSION_ORG, hp["SUBMISSION_ORG"])
-    self._event(C.SUBMISSION_PLATFORM, hp["SUBMISSION_PLATFORM"])
-    self._event(C.SUBMISSION_DIVISION, hp["SUBMISSION_DIVISION"])
-    self._event(C.SUBMISSION_STATUS, hp["SUBMISSION_STATUS"])
+    self._event(C.SUBMISSION_ORG, sub.org)
+    self._event(C.SUBMISSION_PLATFORM, sub.platform)
+    self._event(C.SUBMISSION_DIVISION, sub.division)
+    self._event(C.SUBMISSION_STATUS, sub.status)
     self._event(C.SUBMISSION_BENCHMARK, C.BERT)
     self._event(C.CACHE_CLEAR, bool(cache_cleared))
     self._start(C.INIT_START)
 
   def init_stop(self): self._event(C.INIT_STOP)
 
-  def run_header(self, hp: dict[str, Any], max_seq_length: int, max_predictions_per_seq: int, eval_samples: int):
+  def run_header(self, s: Settings, max_seq_length: int, max_predictions_per_seq: int):
     """run_start, seed and every hyperparameter the BERT rules ask for."""
+    o = s.optimizer
     self._start(C.RUN_START)
-    self._event(C.SEED, hp["SEED"])
-    self._event(C.GLOBAL_BATCH_SIZE, hp["GLOBAL_BATCH_SIZE"])
+    self._event(C.SEED, s.seed)
+    self._event(C.GLOBAL_BATCH_SIZE, s.global_batch_size)
     self._event(C.MAX_SEQUENCE_LENGTH, max_seq_length)
     self._event("max_predictions_per_seq", max_predictions_per_seq)
     self._event(C.OPT_NAME, "LAMB")
-    self._event(C.OPT_BASE_LR, hp["OPT_BASE_LEARNING_RATE"])
-    self._event(C.OPT_LAMB_WEIGHT_DECAY, hp["DECAY"])
-    self._event(C.OPT_LAMB_BETA_1, hp["OPT_LAMB_BETA_1"])
-    self._event(C.OPT_LAMB_BETA_2, hp["OPT_LAMB_BETA_2"])
-    self._event(C.OPT_LAMB_LR_DECAY_POLY_POWER, hp["POLY_POWER"])
-    self._event(C.OPT_LAMB_EPSILON, hp["EPSILON"])
-    self._event(C.OPT_LR_WARMUP_STEPS, hp["NUM_WARMUP_STEPS"])
-    self._event(C.NUM_WARMUP_STEPS, hp["NUM_WARMUP_STEPS"])
+    self._event(C.OPT_BASE_LR, o.base_lr)
+    self._event(C.OPT_LAMB_WEIGHT_DECAY, o.weight_decay)
+    self._event(C.OPT_LAMB_BETA_1, o.beta_1)
+    self._event(C.OPT_LAMB_BETA_2, o.beta_2)
+    self._event(C.OPT_LAMB_LR_DECAY_POLY_POWER, o.poly_power)
+    self._event(C.OPT_LAMB_EPSILON, o.epsilon)
+    self._event(C.OPT_LR_WARMUP_STEPS, o.warmup_steps)
+    self._event(C.NUM_WARMUP_STEPS, o.warmup_steps)
     self._event("start_warmup_step", 0)
-    self._event("opt_learning_rate_training_steps", hp["TRAIN_STEPS"])
-    self._event(C.GRADIENT_ACCUMULATION_STEPS, hp["GRADIENT_ACC_STEPS"])
-    self._event(C.EVAL_SAMPLES, eval_samples)
+    self._event("opt_learning_rate_training_steps", o.train_steps)
+    self._event(C.GRADIENT_ACCUMULATION_STEPS, o.gradient_acc_steps)
+    self._event(C.EVAL_SAMPLES, s.eval.logged_samples)
     # how eval_accuracy is computed (EVAL_METRIC, docs/parity.md): tinygrad's per-batch mean or the pooled one
-    self._event("eval_metric", hp.get("EVAL_METRIC", "pooled"))
-    self._event(C.TRAIN_SAMPLES, hp["GLOBAL_BATCH_SIZE"] * hp["TRAIN_STEPS"])
+    self._event("eval_metric", s.eval.metric)
+    self._event(C.TRAIN_SAMPLES, s.global_batch_size * o.train_steps)
 
   def epoch_start(self, samples: int): self._start(C.EPOCH_START, samples, epoch_num=samples)
   def epoch_stop(self, samples: int): self._end(C.EPOCH_STOP, samples, epoch_num=samples)

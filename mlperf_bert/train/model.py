@@ -333,11 +333,11 @@ class BertForPretraining:
       x = self._layer(x, mask_add, i, rows if i == n - 1 else None)
     return x
 
-  def forward(self, input_ids: Tensor, segment_ids: Tensor, input_mask: Tensor,
+  def forward(self, input_ids: Tensor, input_mask: Tensor, segment_ids: Tensor,
               masked_lm_positions: Tensor) -> tuple[Tensor, Tensor]:
     """(masked-LM logits (B, P, vocab) float32, next-sentence logits (B, 2) float32).
 
-    Inputs are integer tensors: ids/segments/mask (B, S), masked_lm_positions (B, P).
+    Inputs are integer tensors in constants.FEATURES order: ids/mask/segments (B, S), masked_lm_positions (B, P).
     """
     B = masked_lm_positions.shape[0]
     positions = masked_lm_positions.cast(dtypes.int32)

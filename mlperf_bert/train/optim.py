@@ -8,7 +8,6 @@ update (k = train_steps - 1) still has a rate of 2/(train_steps - warmup + 1) of
 computed on the device inside the jitted step (its counter is part of the training state).
 """
 from __future__ import annotations
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -58,24 +57,12 @@ class Schedule:
   def advance(self) -> Tensor: return self.step.assign(self.step + 1)
 
 
-def split_decay(named_params: dict[str, Tensor], no_decay: list[Tensor] | None = None) -> tuple[list[Tensor], list[Tensor]]:
-  """(decayed, not decayed): biases and LayerNorm parameters get no weight decay, as the reference does.
+class ScheduledLAMB:
+  """LAMB in two groups (weight decay, none), its learning-rate schedule, global grad-norm clipping, loss scaling.
 
-  `no_decay`, when given, is the model's own list; otherwise names containing "bias" or "LayerNorm"/"layer_norm"
-  select them.
-  """
-  if no_decay is None:
-    no_decay = [t for k, t in named_params.items() if "bias" in k or "LayerNorm" in k or "layer_norm" in k.lower()]
-  ids = {id(t) for t in no_decay}
-  decay = [t for t in named_params.values() if id(t) not in ids]
-  return decay, [t for t in named_params.values() if id(t) in ids]
-
-
-class Trainer:
-  """LAMB with two groups + schedule + clipping + loss scaling; `update(loss)` schedules one training update.
-
-  Call `update` inside a `Context(TRAINING=1)` (and a TinyJit) after the forward pass; it returns
-  (global grad norm, lr of this update) and the tensors the caller must realize are returned by `tensors()`.
+  Inside a `Context(TRAINING=1)` (and a TinyJit), after the forward pass: `zero_grad()`, `backward(loss)`, then
+  `clip_and_step()`, which realizes the update and returns (global grad norm, lr of this update). `state_tensors()`
+  is the training state a checkpoint holds.
   """
   def __init__(self, decay_params: list[Tensor], no_decay_params: list[Tensor], cfg: OptimConfig):
     self.cfg = cfg
@@ -131,6 +118,3 @@ class Trainer:
         st[f"opt{gi}.m.{i}"], st[f"opt{gi}.v.{i}"] = m, v
     return st
 
-
-def global_norm_np(grads: list[np.ndarray]) -> float:
-  return math.sqrt(sum(float((g.astype(np.float64) ** 2).sum()) for g in grads))

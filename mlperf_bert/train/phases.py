@@ -17,12 +17,14 @@ platform's environment).
 from __future__ import annotations
 import ctypes, dataclasses, os, signal, subprocess, sys, tempfile, time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import yaml
 
 from mlperf_bert.errors import UserError
 from mlperf_bert.train.hparams import KNOWN, load_platform, resolve, rule_params, tinygrad_env
+from mlperf_bert.train.inputs import RunInputs
+from mlperf_bert.train.settings import Settings
 
 PACKAGE_PARENT = Path(__file__).resolve().parents[2]   # the folder that holds mlperf_bert/ (for the children)
 
@@ -34,13 +36,14 @@ class PhaseProcess:
   seconds: float  # wall time of the process, start to exit
 
 
-def write_settings(hp: dict[str, Any], path: Path) -> Path:
+def write_settings(s: Settings, path: Path) -> Path:
   """Resolved settings as a platform file that resolves back to the same settings (the children's
-  --platform-file): every schema key of `hp`; derived values (FLOAT, GLOBAL_BATCH_SIZE, ...) follow from them."""
-  path.write_text(yaml.safe_dump({k: hp[k] for k in sorted(hp) if k in KNOWN}))  # floats round-trip exactly
-  back = resolve(load_platform(path), seed=hp["SEED"], eval_examples=hp["EVAL_SAMPLES"])
-  if rule_params(back) != rule_params(hp):
-    diff = sorted(k for k in set(rule_params(back)) | set(rule_params(hp)) if back.get(k) != hp.get(k))
+  --platform-file): every schema key; derived values (FLOAT, GLOBAL_BATCH_SIZE, ...) follow from them."""
+  flat = s.as_dict()
+  path.write_text(yaml.safe_dump({k: v for k, v in flat.items() if k in KNOWN}))  # floats round-trip exactly
+  back = rule_params(resolve(load_platform(path), seed=s.seed, eval_examples=s.eval.samples))
+  if back != rule_params(s):
+    diff = sorted(k for k in set(back) | set(rule_params(s)) if back.get(k) != flat.get(k))
     raise RuntimeError(f"{path}: the settings do not survive the round trip ({diff}); a bug in write_settings")
   return path
 
@@ -96,35 +99,28 @@ def run_phase(phase: str, cmd: list[str], env: dict[str, str], log: Path | None)
   return PhaseProcess(phase, p.pid, secs)
 
 
-def train_job(hp: dict[str, Any], *, shard_paths: Sequence[str | os.PathLike], eval_path, bert_config, init_weights,
-              out, work_log, ckpt_dir, max_seq_length: int, max_predictions_per_seq: int, log=None,
-              stop_after: int | None = None) -> list[PhaseProcess] | Any:
-  """The train rule: train with resolved settings `hp` (the rule's params) and write the result log `out`.
+def train_job(s: Settings, inputs: RunInputs, *, log=None, stop_after: int | None = None
+              ) -> list[PhaseProcess] | Any:
+  """The train rule: train with resolved settings `s` on `inputs` and write the result log `inputs.log`.
 
   INIT_PROCESS separate: the INIT phase, then the RUN phase, each in a new process (`python -m mlperf_bert train
-  --phase init|run`; output appended to `log`); returns their PhaseProcess records. A failing phase is a one-line
-  UserError; the result log is only ever written, whole, at the end of the RUN phase. A rerun after a killed RUN
-  phase resumes: the INIT process keeps a resumable work log and checkpoint (TrainRun.run).
-  INIT_PROCESS same: both phases in this process; returns TrainRun.run's RunResult."""
-  if hp["INIT_PROCESS"] == "same":  # resolve() checked it is separate or same
+  --phase init|run`, which reads the settings back from a settings file; output appended to `log`); returns their
+  PhaseProcess records. A failing phase is a one-line UserError; the result log is only ever written, whole, at the
+  end of the RUN phase. A rerun after a killed RUN phase resumes: the INIT process keeps a resumable work log and
+  checkpoint (TrainRun.run). INIT_PROCESS same: both phases in this process; returns TrainRun.run's RunResult."""
+  if s.init.process == "same":  # resolve() checked it is separate or same
     from mlperf_bert.train.run import TrainRun
-    run = TrainRun(hp, shard_paths=shard_paths, eval_path=eval_path, bert_config=bert_config, log_path=out,
-                   work_log_path=work_log, ckpt_dir=ckpt_dir, max_seq_length=max_seq_length,
-                   max_predictions_per_seq=max_predictions_per_seq, init_weights=init_weights)
-    res = run.run(stop_after=stop_after, phase="all")
+    res = TrainRun(s, inputs).run(stop_after=stop_after, phase="all")
     print(res.summary())
     return res
   paths = [str(PACKAGE_PARENT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-  env = {**os.environ, **tinygrad_env(hp), "PYTHONUNBUFFERED": "1", "PYTHONPATH": os.pathsep.join(dict.fromkeys(paths))}
+  env = {**os.environ, **tinygrad_env(s), "PYTHONUNBUFFERED": "1", "PYTHONPATH": os.pathsep.join(dict.fromkeys(paths))}
   env.pop("BENCHMARK", None)  # the CLI's --benchmark default; the phases never benchmark
   log = Path(log) if log is not None else None
   with tempfile.TemporaryDirectory(prefix="mlperf-bert-train-") as tmp:
-    settings = write_settings(hp, Path(tmp) / "platform.yaml")
-    cmd = [sys.executable, "-m", "mlperf_bert", "train", "--platform-file", str(settings), "--seed", str(hp["SEED"]),
-           "--shards", *map(str, shard_paths), "--eval", str(eval_path), "--bert-config", str(bert_config),
-           "--max-seq-length", str(max_seq_length), "--max-predictions-per-seq", str(max_predictions_per_seq),
-           "--out", str(out), "--work-log", str(work_log), "--ckpt-dir", str(ckpt_dir), "--benchmark", "0"]
-    if init_weights: cmd += ["--init-weights", str(init_weights)]
+    settings = write_settings(s, Path(tmp) / "platform.yaml")
+    cmd = [sys.executable, "-m", "mlperf_bert", "train", "--platform-file", str(settings), "--seed", str(s.seed),
+           *inputs.argv(), "--benchmark", "0"]
     done = [run_phase("init", cmd + ["--phase", "init"], env, log)]
     done.append(run_phase("run", cmd + ["--phase", "run"]
                           + (["--stop-after", str(stop_after)] if stop_after is not None else []), env, log))

@@ -1,7 +1,7 @@
 """The pre-flight check of MLCommons' BERT README: "the masked lm accuracy after loading the initial checkpoint and
 before any training should be very close to 0.34085".
 
-    result = preflight(hp, eval_path=..., bert_config=..., init_weights=..., max_seq_length=512,
+    result = preflight(settings, eval_path=..., bert_config=..., init_weights=..., max_seq_length=512,
                        max_predictions_per_seq=76, out=".../preflight/tinybox_green.json")
 
 loads the converted checkpoint (checkpoint/model.safetensors) into the model the trainer builds for the platform
@@ -23,6 +23,7 @@ import numpy as np
 from mlperf_bert.constants import EVAL_SAMPLES
 from mlperf_bert.errors import UserError
 from mlperf_bert.fileio import atomic_path
+from mlperf_bert.train.settings import Settings
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,7 +94,7 @@ def pooled_accuracy(model, eval_shard, batch_size: int, devices: tuple[str, ...]
     with Context(TRAINING=0):
       input_ids, input_mask, segment_ids, positions, lm_ids, lm_weights, row_mask = (
         place(t) for t in (input_ids, input_mask, segment_ids, positions, lm_ids, lm_weights, row_mask))
-      mlm, _ = model.forward(input_ids, segment_ids, input_mask, positions)
+      mlm, _ = model.forward(input_ids, input_mask, segment_ids, positions)
       c, t = model.accuracy_parts(mlm, lm_ids, lm_weights, row_mask)
       Tensor.realize(c, t)
       return c, t
@@ -105,28 +106,26 @@ def pooled_accuracy(model, eval_shard, batch_size: int, devices: tuple[str, ...]
   return correct, total
 
 
-def _evaluate(hp: dict[str, Any], eval_shard, bert_config, init_weights, devices) -> tuple[float, float, Any]:
+def _evaluate(s: Settings, eval_shard, bert_config, init_weights, devices) -> tuple[float, float, Any]:
   """(correct, total, model config): the platform's model with the checkpoint loaded, over the whole eval set."""
   from tinygrad import Context
   from mlperf_bert.train.checkpoint import load_weights
-  from mlperf_bert.train.model import BertForPretraining
-  from mlperf_bert.train.run import FLOAT_DTYPES, model_config
+  from mlperf_bert.train.trainer import model_config, new_model
 
-  cfg = model_config(bert_config, hp)
-  model = BertForPretraining(cfg, seed=hp["SEED"], dtype=FLOAT_DTYPES[hp["FLOAT"]], decoder_block=hp["DECODER_BLOCK"],
-                             last_layer_rows=hp["LAST_LAYER_ROWS"])
+  cfg = model_config(bert_config, s.model)
+  model = new_model(cfg, s, seed=s.seed)
   load_weights(model, init_weights, log=lambda s: print(s, flush=True))
   for p in model.parameters(): p.to_(devices if len(devices) > 1 else devices[0])
-  with Context(**({"BEAM": hp["EVAL_BEAM"]} if hp.get("EVAL_BEAM") is not None else {})):
-    correct, total = pooled_accuracy(model, eval_shard, hp["EVAL_BS"], devices)
+  with Context(**({"BEAM": s.eval.beam} if s.eval.beam is not None else {})):
+    correct, total = pooled_accuracy(model, eval_shard, s.eval.batch_size, devices)
   return correct, total, cfg
 
 
-def preflight(hp: dict[str, Any], *, eval_path: str | os.PathLike, bert_config: str | os.PathLike,
+def preflight(s: Settings, *, eval_path: str | os.PathLike, bert_config: str | os.PathLike,
               init_weights: str | os.PathLike | None, max_seq_length: int, max_predictions_per_seq: int,
               out: str | os.PathLike, devices: tuple[str, ...] | None = None,
               ref: Reference = MLCOMMONS) -> PreflightResult:
-  """Evaluate the initial checkpoint (resolved settings `hp`, as the train rule's) and write the result as JSON to
+  """Evaluate the initial checkpoint (resolved settings `s`, as the train rule's) and write the result as JSON to
   `out`; outside ref's band (where it applies) raise UserError and write nothing."""
   from mlperf_bert.data.loader import open_shards
   from mlperf_bert.train.model import BertConfig
@@ -140,9 +139,9 @@ def preflight(hp: dict[str, Any], *, eval_path: str | os.PathLike, bert_config: 
   else:
     if not Path(init_weights).is_file():
       raise UserError(f"{init_weights}: initial checkpoint not found; run the convert_checkpoint rule first")
-    from mlperf_bert.train.run import devices_for
-    devices = devices or devices_for(hp["DEV"], hp["GPUS"])
-    correct, total, cfg = _evaluate(hp, eval_shard, bert_config, init_weights, devices)
+    from mlperf_bert.train.trainer import devices_for
+    devices = devices or devices_for(s.tinygrad.dev, s.gpus)
+    correct, total, cfg = _evaluate(s, eval_shard, bert_config, init_weights, devices)
     if total <= 0:
       raise UserError(f"{eval_path}: the eval set has no weighted masked positions; rebuild the eval set")
     acc = correct / total

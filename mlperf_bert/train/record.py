@@ -21,6 +21,7 @@ from mlperf_bert.data.shards import Shard
 from mlperf_bert.errors import UserError
 from mlperf_bert.fileio import atomic_path, file_digest
 from mlperf_bert.train.hparams import rule_params
+from mlperf_bert.train.settings import Settings
 
 SCHEMA = "mlperf-bert/train-record/1"
 
@@ -46,11 +47,11 @@ def _file_entry(path: str | os.PathLike | None, folder: Path) -> dict[str, Any] 
 
 
 def build_record(log_bytes: bytes, log_path: Path, *, shards: Sequence[Shard], eval_shard: Shard, init_weights,
-                 bert_config, hp: dict[str, Any], status: str, accuracies: Sequence[tuple[int, float]]) -> dict:
+                 bert_config, settings: Settings, status: str, accuracies: Sequence[tuple[int, float]]) -> dict:
   folder = record_path(log_path).parent
   return {"schema": SCHEMA,
           "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-          "seed": hp.get("SEED"), "status": status,
+          "seed": settings.seed, "status": status,
           "eval_accuracy": [[int(s), float(a)] for s, a in accuracies],
           "log": {"path": _rel(log_path, folder), "bytes": len(log_bytes),
                   "sha256": hashlib.sha256(log_bytes).hexdigest()},
@@ -58,7 +59,7 @@ def build_record(log_bytes: bytes, log_path: Path, *, shards: Sequence[Shard], e
           "eval_set": _shard_entry(eval_shard, folder),
           "init_checkpoint": _file_entry(init_weights, folder),
           "bert_config": _file_entry(bert_config, folder),
-          "hparams": rule_params(hp)}
+          "hparams": rule_params(settings)}
 
 
 def publish_result(work_log: str | os.PathLike, log_path: str | os.PathLike, **what) -> dict:

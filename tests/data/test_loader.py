@@ -94,6 +94,7 @@ def test_eval_batches_count_exactly(shard_dir):
 
 
 def test_bad_inputs_are_user_errors(shard_dir, tmp_path):
+  (tmp_path / "nothing").mkdir()
   with pytest.raises(UserError, match="no \\*.shard files"):
     list_shards(tmp_path / "nothing")
   with pytest.raises(UserError, match="shard directory is empty"):

@@ -14,7 +14,7 @@ import numpy as np
 from tinygrad import Tensor
 from mlperf_bert.train.hparams import resolve
 from mlperf_bert.train.model import BertConfig
-from mlperf_bert.train.run import Steps, fake_batch
+from mlperf_bert.train.trainer import ModelTrainer, fake_batch
 from mlperf_bert.train import cpu_threads
 cfg = BertConfig(vocab_size=3000, hidden_size=64, num_hidden_layers=1, num_attention_heads=2, intermediate_size=128)
 
@@ -22,7 +22,7 @@ def run(on):
   hp = resolve({}, {"DEV": "CPU", "BS": 4, "EVAL_BS": 4, "TRAIN_STEPS": 10, "NUM_WARMUP_STEPS": 2, "CPU_THREADS": on,
                     "OPT_BASE_LEARNING_RATE": 0.01}, seed=0, eval_examples=100)
   Tensor.manual_seed(7)
-  steps = Steps(cfg, hp, ("CPU",), seed=7)
+  steps = ModelTrainer(cfg, hp, ("CPU",), seed=7)
   rng = np.random.default_rng(0)
   losses = [steps.train(fake_batch(4, 32, 5, cfg.vocab_size, rng))[0].item() for _ in range(4)]
   ev = [t.item() for t in steps.evaluate(fake_batch(4, 32, 5, cfg.vocab_size, rng), np.ones(4, np.float32))]

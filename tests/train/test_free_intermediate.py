@@ -11,7 +11,7 @@ from tinygrad import Tensor
 
 from test_train import data, make_run  # noqa: F401  (the module's fixture and run factory)
 from mlperf_bert.train import jitmem
-from mlperf_bert.train.run import Steps
+from mlperf_bert.train.trainer import ModelTrainer
 
 
 CASES = {"fp32-1dev": dict(devices=None),
@@ -35,8 +35,8 @@ def test_losses_after_two_evals_equal_with_and_without_free_intermediate(data, t
 def test_free_keeps_the_training_state_and_frees_the_rest(data, tmp_path):  # noqa: F811
   run = make_run(data, tmp_path, INIT_BENCHMARK_STEPS=0)
   Tensor.manual_seed(0)
-  steps = Steps(run.cfg, run.hp, run.devices, seed=0)
-  from mlperf_bert.train.run import fake_batch
+  steps = ModelTrainer(run.cfg, run.s, run.devices, seed=0)
+  from mlperf_bert.train.trainer import fake_batch
   b = fake_batch(4, 32, 5, 128, np.random.default_rng(0))
   for _ in range(3): steps.train(b)                            # the third call runs the captured step
   keep = steps.persistent_tensors()

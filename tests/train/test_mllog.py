@@ -12,6 +12,7 @@ import pytest
 from mlperf_bert.audit.checkers import compliance_check
 from mlperf_bert.train.mllog import ResultLog
 from mlperf_bert.train.hparams import load_platform, resolve
+from mlperf_bert.train.inputs import RunInputs
 from mlperf_bert.train.run import TrainRun
 from test_train import PRED, SEQ, data  # noqa: F401  (the shared synthetic-data fixture)
 
@@ -32,10 +33,10 @@ def closed_log(data, tmp_path_factory):
               TRAIN_STEPS=4, EVAL_STEP_FREQ=2, EVAL_SAMPLES=20, INIT_BENCHMARK_STEPS=2, SAVE_CKPT_FREQ=3,
               CACHE_CLEAR=False)  # the kernel cache is shared with other processes on this machine
   hp = resolve(green, over, seed=7, eval_examples=20)
-  assert hp["SUBMISSION_DIVISION"] == "closed" and hp["SUBMISSION_PLATFORM"] == "tinybox_green"
-  run = TrainRun(hp, shard_paths=data["shards"], eval_path=data["eval"], bert_config=data["config"],
-                 log_path=tmp / "result_bert_7.log", work_log_path=tmp / "partial.log", ckpt_dir=tmp / "ckpt",
-                 max_seq_length=SEQ, max_predictions_per_seq=PRED, echo=False, progress=False)
+  assert hp.submission.division == "closed" and hp.submission.platform == "tinybox_green"
+  run = TrainRun(hp, RunInputs.of(shards=data["shards"], eval_set=data["eval"], bert_config=data["config"],
+                                  log=tmp / "result_bert_7.log", work_log=tmp / "partial.log", ckpt_dir=tmp / "ckpt",
+                                  max_seq_length=SEQ, max_predictions_per_seq=PRED), echo=False, progress=False)
   res = run.run()
   assert res.status == "aborted" and res.steps == 4  # a tiny model never reaches 0.72
   return res.log_path

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from tinygrad import Context, Tensor, dtypes
 
+from mlperf_bert.constants import FEATURES
 from mlperf_bert.errors import UserError
 from mlperf_bert.train.model import BertConfig, BertForPretraining, parameter_shapes
 
@@ -111,7 +112,7 @@ def randomize(model: BertForPretraining, seed=1) -> dict[str, np.ndarray]:
 
 
 def run_forward(model, batch):
-  mlm, nsp = model(*(Tensor(batch[k]) for k in ("input_ids", "segment_ids", "input_mask", "masked_lm_positions")))
+  mlm, nsp = model(*(Tensor(batch[k]) for k in FEATURES[:4]))
   return mlm, nsp
 
 

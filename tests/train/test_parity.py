@@ -1,4 +1,4 @@
-"""Parity with tinygrad's own trainer: this project's Steps against a fixture recorded by tinygrad's train_bert code.
+"""Parity with tinygrad's own trainer: this project's ModelTrainer against a fixture recorded by tinygrad's train_bert code.
 
 tests/data/tinygrad-parity/ (README.md there) holds what tinygrad's `train_step_bert` / `eval_step_bert`
 (examples/mlperf/model_train.py, extra/models/bert.py, examples/mlperf/lr_schedulers.py at the commit named in
@@ -17,7 +17,7 @@ The extra cases (subfolders of the fixture, recorded by the same tool) check HAL
 between three and two steps (FREE_INTERMEDIATE off and on: both continue as tinygrad's FREE_INTERMEDIATE=0
 recording, mlperf_bert/train/jitmem.py), each within the tolerances stated at its test (docs/parity.md rows 5, 20-22).
 """
-import importlib.util, json
+import dataclasses, importlib.util, json
 from pathlib import Path
 
 import numpy as np
@@ -27,8 +27,9 @@ from tinygrad.helpers import Context
 
 from mlperf_bert.constants import FEATURES
 from mlperf_bert.train.hparams import resolve
+from mlperf_bert.train.inputs import RunInputs
 from mlperf_bert.train.optim import lr_at
-from mlperf_bert.train.run import Steps
+from mlperf_bert.train.trainer import ModelTrainer
 
 REPO = Path(__file__).resolve().parents[2]
 FIX = REPO / "tests/data/tinygrad-parity"
@@ -55,21 +56,20 @@ def parity():
   return tool, exp, init, batches, weights
 
 
+_FROM_TOOL = ("BS", "EVAL_BS", "OPT_BASE_LEARNING_RATE", "NUM_WARMUP_STEPS", "TRAIN_STEPS", "DECAY", "OPT_LAMB_BETA_1",
+              "OPT_LAMB_BETA_2", "EPSILON", "POLY_POWER")  # the recording's settings
+
+
 def _hp(tool, **over):
-  s = tool.SETTINGS
-  return resolve({}, dict(DEV="CPU", BS=s["BS"], EVAL_BS=s["EVAL_BS"], OPT_BASE_LEARNING_RATE=s["OPT_BASE_LEARNING_RATE"],
-                          NUM_WARMUP_STEPS=s["NUM_WARMUP_STEPS"], TRAIN_STEPS=s["TRAIN_STEPS"], DECAY=s["DECAY"],
-                          OPT_LAMB_BETA_1=s["OPT_LAMB_BETA_1"], OPT_LAMB_BETA_2=s["OPT_LAMB_BETA_2"], EPSILON=s["EPSILON"],
-                          POLY_POWER=s["POLY_POWER"], DISABLE_DROPOUT=True, EVAL_SAMPLES=s["EVAL_BS"] * s["EVAL_BATCHES"],
-                          **over), seed=s["SEED"], eval_examples=s["EVAL_BS"] * s["EVAL_BATCHES"])
+  s, n = tool.SETTINGS, tool.SETTINGS["EVAL_BS"] * tool.SETTINGS["EVAL_BATCHES"]
+  return resolve({}, dict(DEV="CPU", DISABLE_DROPOUT=True, EVAL_SAMPLES=n, **{k: s[k] for k in _FROM_TOOL}, **over),
+                 seed=s["SEED"], eval_examples=n)
 
 
 def _steps(tool, init, devices=("CPU",), **over):
   hp = _hp(tool, **over)
-  cfg = tool.model_config()
-  import dataclasses
-  cfg = dataclasses.replace(cfg, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-  steps = Steps(cfg, hp, tuple(devices), seed=tool.SETTINGS["SEED"])
+  cfg = dataclasses.replace(tool.model_config(), hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+  steps = ModelTrainer(cfg, hp, tuple(devices), seed=tool.SETTINGS["SEED"])
   for k, t in steps.model.state_dict().items():
     src = Tensor(init[k]).cast(t.dtype)
     t.assign(src.to(t.device) if isinstance(t.device, tuple) else src).realize()
@@ -87,7 +87,7 @@ def _step_row(steps, b, devices=()) -> dict:
     t = {k: Tensor(v) for k, v in b.items()}
     if len(devices) > 1:
       for v in t.values(): v.shard_(tuple(devices), axis=0)
-    mlm, nsp = steps.model.forward(t["input_ids"], t["segment_ids"], t["input_mask"], t["masked_lm_positions"])
+    mlm, nsp = steps.model.forward(*(t[k] for k in FEATURES[:4]))
     lm_loss, ns_loss = steps.model.loss_terms(mlm, nsp, t["masked_lm_ids"], t["masked_lm_weights"],
                                              t["next_sentence_labels"])
     lm_loss, ns_loss = lm_loss.item(), ns_loss.item()
@@ -168,7 +168,7 @@ def _eval_numbers(steps, batches, n):
 def test_eval_metric_matches_tinygrad(parity, trained):
   tool, exp, _, batches, _ = parity
   hp, steps, _ = trained
-  assert hp["EVAL_METRIC"] == "tinygrad"
+  assert hp.eval.metric == "tinygrad"
   accs, pooled = _eval_numbers(steps, batches, tool.SETTINGS["EVAL_BATCHES"])
   for a, e in zip(accs, exp["eval"]):
     assert a == pytest.approx(e["masked_lm_accuracy"], abs=1e-7)  # the same count of correct predictions
@@ -185,16 +185,7 @@ def test_run_evaluate_uses_the_setting(parity, trained, tmp_path):
   tool, exp, _, batches, _ = parity
   hp, steps, _ = trained
   s = tool.SETTINGS
-  n = s["EVAL_BS"] * s["EVAL_BATCHES"]
-  ev = {k: np.concatenate([batches[f"evalx{j}/{k}"] for j in range(s["EVAL_BATCHES"])]) for k in FEATURES}
-  rows = []
-  for i in range(n):
-    m = ev["masked_lm_weights"][i] > 0
-    rows.append({"input_ids": ev["input_ids"][i][ev["input_mask"][i] > 0].tolist(),
-                 "segment_ids": ev["segment_ids"][i][ev["input_mask"][i] > 0].tolist(),
-                 "masked_lm_positions": ev["masked_lm_positions"][i][m].tolist(),
-                 "masked_lm_ids": ev["masked_lm_ids"][i][m].tolist(),
-                 "next_sentence_label": int(ev["next_sentence_labels"][i][0])})
+  rows = _shard_rows(batches, [f"evalx{j}" for j in range(s["EVAL_BATCHES"])])
   write_shard(tmp_path / "eval.shard", rows, max_seq_length=s["SEQ"], max_predictions_per_seq=s["PRED"])
   # a training shard of its own (train refuses the eval set as one); the eval step reads only the eval set
   write_shard(tmp_path / "train.shard", rows, max_seq_length=s["SEQ"], max_predictions_per_seq=s["PRED"])
@@ -202,10 +193,9 @@ def test_run_evaluate_uses_the_setting(parity, trained, tmp_path):
   config.write_text(json.dumps({**tool.model_config().__dict__}))
   results = {}
   for metric in ("tinygrad", "pooled"):
-    run = TrainRun({**hp, "EVAL_METRIC": metric}, shard_paths=[tmp_path / "train.shard"], eval_path=tmp_path / "eval.shard",
-                   bert_config=config, log_path=tmp_path / "r.log", work_log_path=tmp_path / "p.log",
-                   ckpt_dir=tmp_path / "ckpt", max_seq_length=s["SEQ"], max_predictions_per_seq=s["PRED"], echo=False,
-                   progress=False)
+    run = TrainRun(hp.replace(EVAL_METRIC=metric), RunInputs.of(
+      shards=[tmp_path / "train.shard"], eval_set=tmp_path / "eval.shard", bert_config=config, log=tmp_path / "r.log",
+      ckpt_dir=tmp_path / "ckpt", max_seq_length=s["SEQ"], max_predictions_per_seq=s["PRED"]), echo=False, progress=False)
     results[metric] = run._evaluate(steps)[0]
   assert results["tinygrad"] == pytest.approx(exp["eval_mean_masked_lm_accuracy"], abs=1e-7)
   _, pooled = _eval_numbers(steps, batches, s["EVAL_BATCHES"])
@@ -232,7 +222,7 @@ def _case(tool, name):
 
 def _summary(tool, params: dict) -> dict[str, np.ndarray]:
   """Each weight as a case's weights.npz keeps it: the sampled elements, float64 sum and sum of squares."""
-  from mlperf_bert.train.run import _to_numpy
+  from mlperf_bert.train.resume import to_numpy as _to_numpy
   out = {}
   for name, t in params.items():
     a = _to_numpy(t).astype(np.float64)
@@ -258,7 +248,7 @@ def _check_weights(tool, init, ours: dict, theirs: dict, atol: float, sum_rel: f
 
 
 def _run_plan(tool, init, batches, devices=("CPU",), plan="ttttte", **over):
-  """This project's Steps through a case's plan (t: pre-update losses, then a train step; e: an eval)."""
+  """This project's ModelTrainer through a case's plan (t: pre-update losses, then a train step; e: an eval)."""
   hp, steps = _steps(tool, init, devices, **over)
   rows, evals, i = [], [], 0
   for what in plan:
@@ -313,7 +303,7 @@ def test_half_matches_tinygrad_half(parity, tmp_path):
 @pytest.mark.slow
 def test_two_devices_match_tinygrad_two_devices(parity):
   """GPUS=2 as two CPU devices: weights replicated, each batch sharded on axis 0 (train_step_bert's layout)."""
-  from mlperf_bert.train.run import devices_for
+  from mlperf_bert.train.trainer import devices_for
   tool, fp32, init, batches, _ = parity
   exp, w = _case(tool, "gpus2")
   devices = devices_for("CPU", 2)
@@ -379,14 +369,14 @@ def test_eval_in_between_continues_as_tinygrad(parity, tmp_path, free):
   hp = _hp(tool, EVAL_STEP_FREQ=3, TARGET=1.0, CKPT=False, CACHE_CLEAR=False, INIT_BENCHMARK_STEPS=0,
            FREE_INTERMEDIATE=free)
 
-  class Observed(TrainRun):  # the real TrainRun; keeps a handle on the Steps it builds to read its weights after
+  class Observed(TrainRun):  # the real TrainRun; keeps a handle on the trainer it builds to read its weights after
     def _build(self):
       self.built = super()._build()
       return self.built
-  run = Observed(hp, shard_paths=[tmp_path / "train.shard"], eval_path=tmp_path / "eval.shard",
-                 bert_config=tmp_path / "bert_config.json", log_path=tmp_path / "r.log", work_log_path=tmp_path / "p.log",
-                 ckpt_dir=tmp_path / "ckpt", max_seq_length=s["SEQ"], max_predictions_per_seq=s["PRED"],
-                 init_weights=tmp_path / "init.safetensors", echo=False, progress=False)
+  run = Observed(hp, RunInputs.of(
+    shards=[tmp_path / "train.shard"], eval_set=tmp_path / "eval.shard", bert_config=tmp_path / "bert_config.json",
+    log=tmp_path / "r.log", ckpt_dir=tmp_path / "ckpt", max_seq_length=s["SEQ"], max_predictions_per_seq=s["PRED"],
+    init_weights=tmp_path / "init.safetensors"), echo=False, progress=False)
   res = run.run(stop_after=s["STEPS"])
   assert res.steps == s["STEPS"] and [st for st, _ in res.accuracies] == [3]
   assert res.accuracies[0][1] == pytest.approx(kept["evals"][0]["mean_masked_lm_accuracy"], abs=1e-7)

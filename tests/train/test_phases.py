@@ -9,7 +9,10 @@ from mlperf_bert.audit.checkers import compliance_check
 from mlperf_bert.errors import UserError
 from mlperf_bert.train.hparams import load_platform, resolve, rule_params
 from mlperf_bert.train.phases import train_job, write_settings
-from mlperf_bert.train.run import list_checkpoints, log_keys
+from mlperf_bert.mlperf_log import event_keys
+from mlperf_bert.train.inputs import RunInputs
+from mlperf_bert.train.resume import list_checkpoints
+from mlperf_bert.train.settings import Settings
 from test_train import PRED, SEQ, data, make_run  # noqa: F401  (data: the tiny shards, a module-scoped fixture)
 
 SETTINGS = dict(DEV="CPU", BS=4, EVAL_BS=8, OPT_BASE_LEARNING_RATE=0.01, NUM_WARMUP_STEPS=3, TRAIN_STEPS=8,
@@ -29,10 +32,10 @@ def quick_children(monkeypatch):
 
 def job(data, tmp_path, stop_after=None, **over):
   hp = rule_params(resolve({}, {**SETTINGS, **over}, seed=3, eval_examples=20))  # what the rule passes
-  return train_job(hp, shard_paths=data["shards"], eval_path=data["eval"], bert_config=data["config"],
-                   init_weights=None, out=tmp_path / "results" / "result_bert_3.log",
-                   work_log=tmp_path / "logs" / "partial.log", ckpt_dir=tmp_path / "ckpt", max_seq_length=SEQ,
-                   max_predictions_per_seq=PRED, log=tmp_path / "job.log", stop_after=stop_after)
+  inputs = RunInputs.of(shards=data["shards"], eval_set=data["eval"], bert_config=data["config"],
+                        log=tmp_path / "results" / "result_bert_3.log", work_log=tmp_path / "logs" / "partial.log",
+                        ckpt_dir=tmp_path / "ckpt", max_seq_length=SEQ, max_predictions_per_seq=PRED)
+  return train_job(Settings.from_dict(hp), inputs, log=tmp_path / "job.log", stop_after=stop_after)
 
 
 def phase_segments(job_log: str, procs) -> dict[str, str]:
@@ -63,7 +66,7 @@ def test_two_processes_then_a_rerun_resumes(data, tmp_path, quick_children):
   assert "resuming from" in seg["run"] and "at step 4" in seg["run"] and '"key": "run_stop"' in seg["run"]
   result = tmp_path / "results" / "result_bert_3.log"
   assert result.read_text().startswith(kept)
-  keys = log_keys(result)
+  keys = event_keys(result.read_text())
   assert keys.count("init_start") == keys.count("init_stop") == keys.count("run_start") == 1
   assert keys.count("resume_from_checkpoint") == 1 and keys.count("eval_accuracy") == 2
   assert keys.index("init_stop") < keys.index("run_start") and keys[-1] == "run_stop"
@@ -107,4 +110,4 @@ def test_settings_survive_the_children_platform_file(name, tmp_path):
   from pathlib import Path
   profiles = Path(__file__).resolve().parents[2] / "profiles"
   hp = resolve(load_platform(profiles / name / "platform.yaml"), {"TRAIN_STEPS": 77}, seed=5)
-  write_settings(rule_params(hp), tmp_path / "p.yaml")  # raises unless it resolves back to the same settings
+  write_settings(Settings.from_dict(rule_params(hp)), tmp_path / "p.yaml")  # raises unless it resolves back to the same settings

@@ -20,7 +20,7 @@ PLATFORMS = list(TABLE["profiles"])
 
 
 def _resolved(name):
-  return resolve(load_platform(REPO / f"profiles/{name}/platform.yaml"), seed=0)
+  return resolve(load_platform(REPO / f"profiles/{name}/platform.yaml"), seed=0).as_dict()
 
 
 @pytest.mark.parametrize("name", PLATFORMS)

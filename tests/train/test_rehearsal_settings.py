@@ -27,8 +27,8 @@ def test_rehearsal_keeps_the_profile_but_device_size_and_length(profile, cpus):
   # the profile's eval batch (at most MAX_EVAL_PER_DEVICE a device), one batch an eval
   assert got["EVAL_BS"] == got["EVAL_SAMPLES"] == min(plat["EVAL_BS"], MAX_EVAL_PER_DEVICE * gpus) // gpus * gpus
   hp = resolve(got, seed=0, eval_examples=10000)
-  assert hp["TRAIN_STEPS"] // hp["EVAL_STEP_FREQ"] >= 3   # at least three evals
-  assert hp["FLOAT"] == ("half" if plat.get("DEFAULT_FLOAT") == "HALF" else "float32")
+  assert hp.optimizer.train_steps // hp.eval.step_freq >= 3   # at least three evals
+  assert hp.float_type == ("half" if plat.get("DEFAULT_FLOAT") == "HALF" else "float32")
   said = " ".join(notes)
   assert (f"GPUS {plat.get('GPUS', 1)} -> {gpus} CPU devices" in said) == (gpus < plat.get("GPUS", 1))
 

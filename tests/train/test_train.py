@@ -11,7 +11,9 @@ from mlperf_bert.errors import UserError
 from mlperf_bert.audit.checkers import compliance_check
 from mlperf_bert.train.hparams import resolve
 from mlperf_bert.data.shards import write_shard
-from mlperf_bert.train.run import TrainingDiverged, TrainRun, list_checkpoints
+from mlperf_bert.train.inputs import RunInputs
+from mlperf_bert.train.resume import list_checkpoints
+from mlperf_bert.train.run import TrainingDiverged, TrainRun
 
 SEQ, PRED, VOCAB = 32, 5, 128
 
@@ -63,10 +65,10 @@ def make_run(data, tmp_path, devices=None, **over):
               CKPT=True)
   base.update(over)
   hp = resolve({}, base, seed=3, eval_examples=20)
-  return TrainRun(hp, shard_paths=data["shards"], eval_path=data["eval"], bert_config=data["config"],
-                  log_path=tmp_path / "results" / "result_bert_3.log", work_log_path=tmp_path / "logs" / "partial.log",
-                  ckpt_dir=tmp_path / "ckpt", max_seq_length=SEQ, max_predictions_per_seq=PRED, devices=devices,
-                  echo=False, progress=False)
+  inputs = RunInputs.of(shards=data["shards"], eval_set=data["eval"], bert_config=data["config"],
+                        log=tmp_path / "results" / "result_bert_3.log", work_log=tmp_path / "logs" / "partial.log",
+                        ckpt_dir=tmp_path / "ckpt", max_seq_length=SEQ, max_predictions_per_seq=PRED)
+  return TrainRun(hp, inputs, devices=devices, echo=False, progress=False)
 
 
 def test_run_stop_resume_equals_uninterrupted(data, tmp_path):
@@ -145,13 +147,13 @@ def test_run_and_benchmark_time_and_print_steps_alike(data, tmp_path, capsys):
 
 def test_bad_inputs_fail_before_training(data, tmp_path):
   with pytest.raises(UserError, match="max_seq_length 32, but training is configured for 64"):
-    TrainRun(resolve({}, {"BS": 4}, eval_examples=20), shard_paths=data["shards"], eval_path=data["eval"],
-             bert_config=data["config"], log_path=tmp_path / "r.log", work_log_path=tmp_path / "p.log",
-             ckpt_dir=tmp_path / "c", max_seq_length=64, max_predictions_per_seq=PRED)
+    TrainRun(resolve({}, {"BS": 4}, eval_examples=20), RunInputs.of(
+      shards=data["shards"], eval_set=data["eval"], bert_config=data["config"], log=tmp_path / "r.log",
+      ckpt_dir=tmp_path / "c", max_seq_length=64, max_predictions_per_seq=PRED))
   with pytest.raises(UserError, match="shard directory is empty"):
-    TrainRun(resolve({}, {"BS": 4}, eval_examples=20), shard_paths=[], eval_path=data["eval"],
-             bert_config=data["config"], log_path=tmp_path / "r.log", work_log_path=tmp_path / "p.log",
-             ckpt_dir=tmp_path / "c", max_seq_length=SEQ, max_predictions_per_seq=PRED)
+    TrainRun(resolve({}, {"BS": 4}, eval_examples=20), RunInputs.of(
+      shards=[], eval_set=data["eval"], bert_config=data["config"], log=tmp_path / "r.log", ckpt_dir=tmp_path / "c",
+      max_seq_length=SEQ, max_predictions_per_seq=PRED))
 
 
 # ---- train/hparams.py: the seed's defaults and validation (no training) ----
@@ -163,28 +165,29 @@ _PROFILES = _Path(__file__).resolve().parents[2] / "profiles"
 
 
 def test_defaults_follow_train_bert():
-  hp = resolve({"DEV": "NV", "GPUS": 6, "DEFAULT_FLOAT": "HALF"}, seed=1)
+  hp = resolve({"DEV": "NV", "GPUS": 6, "DEFAULT_FLOAT": "HALF"}, seed=1).as_dict()
   assert hp["BS"] == 66 and hp["EVAL_BS"] == 6 and hp["LOSS_SCALER"] == 2.0 ** 11
   assert hp["OPT_BASE_LEARNING_RATE"] == pytest.approx(0.000175 * math.sqrt(66 / 96))
   assert hp["TRAIN_STEPS"] == 3600000 // 66 and hp["NUM_WARMUP_STEPS"] == 1
   assert hp["EVAL_STEP_FREQ"] == int(math.floor(0.05 * (230.23 * 66 + 3000000) / 25000) * 25000 // 66)
   assert (hp["DECAY"], hp["EPSILON"], hp["POLY_POWER"], hp["TARGET"]) == (0.01, 1e-6, 1.0, 0.72)
   assert (hp["SAVE_CKPT_FREQ"], hp["KEEP_CKPT_AMOUNT"], hp["GRADIENT_ACC_STEPS"]) == (1000, 5, 1)
-  fp32 = resolve({"GPUS": 2})
+  fp32 = resolve({"GPUS": 2}).as_dict()
   assert fp32["BS"] == 16 and fp32["LOSS_SCALER"] == 1.0
 
 
 @pytest.mark.parametrize("name", ["tinybox_green", "tinybox_red", "tinybox_8xMI300X", "dev_1gpu", "cpu"])
 def test_profiles_resolve(name):
   assert (_PROFILES / name / "config.yaml").is_file()
-  hp = resolve(load_platform(_PROFILES / name / "platform.yaml"), seed=0)
+  settings = resolve(load_platform(_PROFILES / name / "platform.yaml"), seed=0)
+  hp = settings.as_dict()
   assert hp["SUBMISSION_DIVISION"] == ("open" if name in ("cpu", "dev_1gpu") else "closed")
   if name == "tinybox_8xMI300X":
     assert (hp["BS"], hp["TRAIN_STEPS"], hp["OPT_BASE_LEARNING_RATE"], hp["DECAY"]) == (1024, 3900, 0.0011, 0.1)
     assert (hp["OPT_LAMB_BETA_1"], hp["OPT_LAMB_BETA_2"]) == (0.60466, 0.85437)
   if name == "tinybox_green":
     assert (hp["DEV"], hp["GPUS"], hp["BS"], hp["BEAM"], hp["FLOAT"]) == ("NV", 6, 90, 8, "half")
-  env = tinygrad_env(hp)
+  env = tinygrad_env(settings)
   assert env["DEV"] == hp["DEV"] and ("USE_ATOMICS" in env) == (name == "cpu")
 
 
@@ -249,13 +252,13 @@ def test_snakemake_train_rule_resumes_after_kill(tmp_path):
 def test_initial_weights_are_loaded(data, tmp_path):
   from safetensors.numpy import save_file
   from mlperf_bert.train.model import parameter_shapes
-  from mlperf_bert.train.run import Steps, model_config
+  from mlperf_bert.train.trainer import ModelTrainer, model_config
   hp = resolve({}, {"BS": 4}, eval_examples=20)
-  cfg = model_config(data["config"], hp)
+  cfg = model_config(data["config"], hp.model)
   rng = np.random.default_rng(1)
   weights = {k: rng.standard_normal(s).astype(np.float32) for k, s in parameter_shapes(cfg).items()}
   save_file(weights, str(tmp_path / "model.safetensors"))
-  steps = Steps(cfg, hp, ("CPU",), seed=0, init_weights=tmp_path / "model.safetensors")
+  steps = ModelTrainer(cfg, hp, ("CPU",), seed=0, init_weights=tmp_path / "model.safetensors")
   for k, t in steps.model.state_dict().items():
     np.testing.assert_array_equal(t.numpy(), weights[k])
 

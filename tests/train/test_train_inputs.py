@@ -9,7 +9,11 @@ import pytest
 from mlperf_bert.cli import main
 from mlperf_bert.data.shards import write_shard
 from mlperf_bert.errors import UserError
-from mlperf_bert.train.run import train_from_paths
+from mlperf_bert.data.loader import list_shards
+from mlperf_bert.data.shards import Shard
+from mlperf_bert.train.hparams import load_platform, resolve
+from mlperf_bert.train.inputs import RunInputs
+from mlperf_bert.train.run import TrainRun
 from test_train import PRED, SEQ, VOCAB, synth_instances, tiny_config
 
 REPO = Path(__file__).resolve().parents[2]
@@ -30,11 +34,13 @@ def tree(tmp_path_factory):
 
 
 def _train(tree, out: Path, **over):
-  args = dict(shards=[tree / "shards"], eval_path=tree / "eval/eval.shard", bert_config=tree / "bert_config.json",
-              init_weights=None, max_seq_length=SEQ, max_predictions_per_seq=PRED, seed=0, out=out,
-              ckpt_dir=out.parent / "ckpt", stop_after=0)
+  """What `train` does with its arguments: the cpu platform's settings, the inputs as one value, the run."""
+  args = dict(shards=[tree / "shards"], eval_set=tree / "eval/eval.shard", bert_config=tree / "bert_config.json",
+              max_seq_length=SEQ, max_predictions_per_seq=PRED, log=out, ckpt_dir=out.parent / "ckpt")
   args.update(over)
-  return train_from_paths(REPO / "profiles/cpu/platform.yaml", {"BS": 4, "EVAL_BS": 4, "EVAL_SAMPLES": 8}, **args)
+  settings = resolve(load_platform(REPO / "profiles/cpu/platform.yaml"), {"BS": 4, "EVAL_BS": 4, "EVAL_SAMPLES": 8},
+                     seed=0, eval_examples=len(Shard(args["eval_set"])))
+  return TrainRun(settings, RunInputs.of(**{**args, "shards": list_shards(args["shards"])})).run(stop_after=0)
 
 
 def _nothing_written(out: Path):
@@ -58,7 +64,7 @@ def test_an_unflagged_eval_set_is_refused_when_it_is_the_eval_file(tree, tmp_pat
   write_shard(old, synth_instances(8, np.random.default_rng(1)), max_seq_length=SEQ, max_predictions_per_seq=PRED)
   out = tmp_path / "run" / "result_bert_0.log"
   with pytest.raises(UserError, match="is the eval set, not a training shard"):
-    _train(tree, out, shards=[old], eval_path=old)
+    _train(tree, out, shards=[old], eval_set=old)
   assert _nothing_written(out)
 
 

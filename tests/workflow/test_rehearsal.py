@@ -22,6 +22,7 @@ from workflow_helpers import REPO, snakemake, write_config
 from mlperf_bert.audit.checkers import compliance_check
 from mlperf_bert.audit.report import step_records
 from mlperf_bert.train.hparams import load_platform, resolve
+from mlperf_bert.train.inputs import RunInputs
 from mlperf_bert.train.phases import train_job
 from mlperf_bert.train.rehearsal import rehearsal_settings
 
@@ -94,9 +95,9 @@ def _rehearse_with_train_job(wd: Path, profile: str, tmp: Path, **over) -> list[
   settings, _ = rehearsal_settings(load_platform(REPO / "profiles" / profile / "platform.yaml"))
   hp = resolve(settings, over, seed=0, eval_examples=10000)
   out, log = tmp / "result_bert_0.log", tmp / "job.log"
-  train_job(hp, shard_paths=sorted((base / "shards").glob("*.shard")), eval_path=base / "eval/eval.shard",
-            bert_config=base / "download/bert_config.json", init_weights=None, out=out, work_log=tmp / "partial.log",
-            ckpt_dir=tmp / "ckpt", max_seq_length=128, max_predictions_per_seq=20, log=log)
+  train_job(hp, RunInputs.of(shards=sorted((base / "shards").glob("*.shard")), eval_set=base / "eval/eval.shard",
+                             bert_config=base / "download/bert_config.json", log=out, work_log=tmp / "partial.log",
+                             ckpt_dir=tmp / "ckpt", max_seq_length=128, max_predictions_per_seq=20), log=log)
   ok, msg = compliance_check(out)
   assert ok, msg
   return losses(log.read_text())

@@ -4,15 +4,16 @@ import os
 
 from jobglue import job_log
 from mlperf_bert.train.hparams import tinygrad_env
+from mlperf_bert.train.settings import Settings
 
 p = snakemake.params
-hp = dict(p.hparams)
-os.environ.update(tinygrad_env(hp))  # before tinygrad is imported (it reads them at import)
+settings = Settings.from_dict(dict(p.hparams))  # the rule's params: the resolved settings of seed 0
+os.environ.update(tinygrad_env(settings))  # before tinygrad is imported (it reads them at import)
 
 with job_log(snakemake.log[0]):
     from mlperf_bert.train.preflight import preflight
 
-    preflight(hp, eval_path=snakemake.input.eval_set, bert_config=snakemake.input.bert_config,
+    preflight(settings, eval_path=snakemake.input.eval_set, bert_config=snakemake.input.bert_config,
               init_weights=snakemake.input.init_weights[0] if snakemake.input.init_weights else None,
               max_seq_length=p.max_seq_length, max_predictions_per_seq=p.max_predictions_per_seq,
               out=snakemake.output[0])

@@ -1,0 +1,94 @@
+"""Resume checkpoints of a training run: save, find and load the whole training state (no pickle).
+
+A checkpoint (`ckpt_<step>.safetensors` in the run's checkpoint folder) holds the weights, the LAMB state and the
+schedule's step (ModelTrainer.state_tensors), tinygrad's RNG counters, and as metadata the step, the loader's
+position, the seed and the fingerprint of the settings that change the run's numbers: a checkpoint of other
+settings is never resumed. (mlperf_bert/train/checkpoint.py converts MLPerf's TF checkpoint, the run's start.)
+"""
+from __future__ import annotations
+import os, re
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+from safetensors import SafetensorError, safe_open
+from safetensors.numpy import save_file
+from tinygrad import Tensor, dtypes
+
+from mlperf_bert.errors import UserError
+from mlperf_bert.fileio import atomic_path
+from mlperf_bert.train.trainer import ModelTrainer
+
+CKPT_RE = re.compile(r"^ckpt_(\d{8})\.safetensors$")
+FORMAT = "mlperf-bert-train-state-1"
+
+
+def to_numpy(t: Tensor) -> np.ndarray:
+  if isinstance(t.device, tuple): t = t.to(t.device[0])
+  return t.numpy()
+
+
+def rng_state() -> dict[str, np.ndarray]:
+  """tinygrad's RNG counters, one per device (or device tuple), named rng/<device>."""
+  return {f"rng/{d if isinstance(d, str) else '|'.join(d)}": to_numpy(c).astype(np.uint32)
+          for d, c in Tensor._device_rng_counters.items()}
+
+
+def restore_rng(saved: dict[str, np.ndarray]):
+  for k, v in saved.items():
+    name = k[len("rng/"):]
+    dev: Any = tuple(name.split("|")) if "|" in name else name
+    if dev not in Tensor._device_rng_counters: Tensor._next_counter(dev, 0)
+    c = Tensor._device_rng_counters[dev]
+    c.assign(Tensor(v.astype(np.uint32), dtype=dtypes.uint32, device=c.device)).realize()
+
+
+def list_checkpoints(ckpt_dir: str | os.PathLike) -> list[tuple[int, Path]]:
+  """(step, path) of every checkpoint in the folder, oldest first."""
+  d = Path(ckpt_dir)
+  if not d.is_dir(): return []
+  return sorted((int(m.group(1)), p) for p in d.iterdir() if (m := CKPT_RE.match(p.name)))
+
+
+def save_state(trainer: ModelTrainer, ckpt_dir: Path, *, step: int, position: int, seed: int, fingerprint: str,
+               keep: int) -> Path:
+  """Write the checkpoint of `step` (atomically) and remove all but the newest `keep`."""
+  arrays = {k: np.ascontiguousarray(to_numpy(t)) for k, t in trainer.state_tensors().items()}
+  arrays.update(rng_state())
+  meta = {"step": str(step), "position": str(position), "seed": str(seed), "fingerprint": fingerprint,
+          "format": FORMAT}
+  path = ckpt_dir / f"ckpt_{step:08d}.safetensors"
+  with atomic_path(path) as tmp: save_file(arrays, str(tmp), metadata=meta)
+  for _, old in list_checkpoints(ckpt_dir)[:-keep]: old.unlink(missing_ok=True)
+  return path
+
+
+def find_resume(ckpt_dir: Path, fingerprint: str, say: Callable[[str], None]) -> tuple[Path, dict] | None:
+  """The newest checkpoint of these settings and its metadata; checkpoints of other settings (or unreadable ones)
+  are removed."""
+  found = None
+  for _, p in reversed(list_checkpoints(ckpt_dir)):
+    try:
+      with safe_open(str(p), framework="numpy") as f: meta = f.metadata() or {}
+    except (SafetensorError, OSError) as e:
+      say(f"ignoring unreadable checkpoint {p} ({e}); removing it"); p.unlink(missing_ok=True); continue
+    if meta.get("fingerprint") != fingerprint:
+      say(f"removing checkpoint {p}: it was written with other settings"); p.unlink(missing_ok=True); continue
+    if found is None: found = (p, meta)
+  return found
+
+
+def load_state(trainer: ModelTrainer, path: Path):
+  """The training state and RNG counters of a checkpoint into `trainer` (UserError when it does not fit)."""
+  targets = trainer.state_tensors()
+  with safe_open(str(path), framework="numpy") as f:
+    keys = set(f.keys())
+    missing = [k for k in targets if k not in keys]
+    if missing: raise UserError(f"{path}: checkpoint lacks {missing[:3]}...; delete it to start over")
+    for k, t in targets.items():
+      arr = f.get_tensor(k)
+      if tuple(arr.shape) != tuple(t.shape):
+        raise UserError(f"{path}: {k} has shape {arr.shape}, expected {t.shape}; delete the checkpoint to start over")
+      src = Tensor(np.ascontiguousarray(arr)).cast(t.dtype)
+      t.assign(src.to(t.device)).realize()
+    restore_rng({k: f.get_tensor(k) for k in keys if k.startswith("rng/")})
