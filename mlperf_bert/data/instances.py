@@ -168,8 +168,8 @@ def _python_engine(corpus: Corpus, st: Settings, ids: Ids) -> Instances:
   return made.take(np.asarray(order, np.int64))  # the final shuffle
 
 
-# Below this much work (corpus tokens x dupe_factor) `auto` takes the python engine. Measured on the 2-core Xeon of
-# docs/benchmarks.md (session 5): a demo topic (108k tokens, 1.1M x dupe 10) took 0.7 CPU s in python, 0.9 s in
+# Below this much work (corpus tokens x dupe_factor) `auto` takes the python engine. Measured on Xeon-2 of
+# docs/benchmarks.md on 2026-12-01 (CHANGELOG.md, instance engine `auto`): a demo topic (108k tokens, 1.1M x dupe 10) took 0.7 CPU s in python, 0.9 s in
 # numba with its cache warm and 8.1 s with it cold; 3.7 MB of text (9.5M) took 6.9 s in python, 2.2 s in numba.
 PYTHON_ENGINE_MAX_WORK = 2_000_000
 

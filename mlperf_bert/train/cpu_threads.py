@@ -9,7 +9,7 @@ call hand the slices to a pool of threads (ctypes releases the GIL during each c
 The values do not change: each slice computes and writes its own part of the output, as in the serial loop. A
 kernel with atomic adds would sum in an order that varies between runs; tinygrad 0.14's only one in this model
 (nn.Embedding's backward under USE_ATOMICS, `embedding_bwd`) is not split into slices, and kernels of that name
-are run serially anyway. Measured effect: docs/benchmarks.md ("Session 4: both cores, and one layer");
+are run serially anyway. Measured effect: CHANGELOG.md ("the CPU demo about five times faster": CPU_THREADS);
 parity: docs/parity.md row 17.
 """
 from __future__ import annotations
