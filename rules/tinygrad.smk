@@ -41,6 +41,8 @@ if TRAINER == "tinygrad":
             commit=TINYGRAD_SOURCE.commit,
         log:
             B("logs/tinygrad/checkout.log"),
+        conda:
+            "../envs/tinygrad.yaml"
         resources:
             mem_mb=500,
         script:
@@ -58,6 +60,8 @@ if TRAINER == "tinygrad":
             max_predictions_per_seq=PRE["max_predictions_per_seq"],
         log:
             B("logs/tinygrad/export.log"),
+        conda:
+            "../envs/data.yaml"
         resources:
             mem_mb=3000,
         script:
@@ -102,6 +106,8 @@ if TRAINER == "tinygrad":
                                            / f"seed_{w.seed}"),
         log:
             B("logs/train/{platform}/seed_{seed}.log"),
+        conda:
+            "../envs/tinygrad.yaml"
         resources:
             gpu=train_gpus(RESOLVED),
             mem_mb=TRAIN_RESOURCES["mem_mb"],
