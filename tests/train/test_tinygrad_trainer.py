@@ -245,3 +245,71 @@ def test_compare_refuses_a_file_that_is_no_log(tmp_path, capsys):
   (tmp_path / "x.log").write_text("hello\n")
   assert cli_main(["compare", str(tmp_path / "x.log"), str(V41 / "result_0.txt")]) == 2
   assert "no :::MLLOG lines" in capsys.readouterr().err
+
+
+STEP_LINE = r"^\s*(\d+)\s+[\d.]+ ms run,.*?([\d.]+) loss, ([\d.]+) LR"
+
+
+def _steps(text: str) -> dict[int, tuple[float, float]]:
+  import re
+  return {int(m[1]): (float(m[2]), float(m[3])) for m in re.finditer(STEP_LINE, text, re.M)}
+
+
+def _final_eval(log: Path) -> float:
+  from mlperf_bert.audit.logs import read_log
+  return float(read_log(log).eval_accuracies[-1].value)
+
+
+@pytest.mark.slow
+@needs_checkout
+def test_both_trainers_same_seed_dropout_off(tmp_path):
+  """Both trainers on the CPU, tiny model (1 layer of tinygrad's BERT_SIZE tiny), fp32, dropout off, seed 3, the same
+  shards: tinygrad's RUN process (its own tinygrad, its loader on the export, the TF init checkpoint) and this
+  project's `train`. Expected to match: each step's loss as both print it (2 decimals: within 0.011) and LR (within
+  1e-6), and the eval accuracy after 3 steps on the same 20 eval rows (within one prediction of the 100 at most; the
+  weights agree to fp32 rounding, docs/parity.md). tinygrad needs EVAL_BS x MAX_EVAL_STEPS >= 10000: with EVAL_BS 2500
+  its wrapping eval iterator gives 4 batches of the same 20 rows, this project evaluates them once."""
+  from mlperf_bert.train.hparams import load_platform, resolve
+  from mlperf_bert.train.tinygrad_trainer import run_phases
+  seq, pred, rng = 32, 5, np.random.default_rng(1)
+  def inst(n, tag):
+    out = []
+    for i in range(n):
+      la, lb = int(rng.integers(4, 12)), int(rng.integers(4, 12))
+      ids = [101] + list(rng.integers(2000, 29000, la)) + [102] + list(rng.integers(2000, 29000, lb)) + [102]
+      pos = sorted(rng.choice(np.arange(1, len(ids) - 1), size=pred, replace=False).tolist())
+      masked = list(ids)
+      for p in pos: masked[p] = 103
+      out.append({"input_ids": masked, "segment_ids": [0] * (la + 2) + [1] * (lb + 1), "masked_lm_positions": pos,
+                  "masked_lm_ids": [ids[p] for p in pos], "next_sentence_label": int(i % 2)})
+    return out
+  (tmp_path / "shards").mkdir()
+  shards = [tmp_path / "shards" / f"part-{f:05d}-of-00010.shard" for f in range(10)]
+  for f, p in enumerate(shards): write_shard(p, inst(6, f), max_seq_length=seq, max_predictions_per_seq=pred)
+  ev = tmp_path / "eval.shard"
+  write_shard(ev, inst(20, 99), max_seq_length=seq, max_predictions_per_seq=pred, eval_set=True)
+  bert_config = REPO / "resources" / "demo" / "bert_config.json"
+  common = {"BS": 4, "TRAIN_STEPS": 3, "NUM_WARMUP_STEPS": 1, "EVAL_STEP_FREQ": 3, "TARGET": 1.0, "DISABLE_DROPOUT": True,
+            "CKPT": False, "CACHE_CLEAR": False, "INIT_PROCESS": "same"}
+  platform = load_platform(REPO / "profiles" / "cpu" / "platform.yaml")
+  hp_tg = resolve(platform, {**common, "EVAL_BS": 2500, "EVAL_SAMPLES": 10000}, seed=3, eval_examples=10000)
+  export(shards, ev, tmp_path / "tg", seq, pred, log=lambda s: None)
+  index = write_init_checkpoint(tmp_path / "ck", init_model_config(bert_config, hp_tg), seed=3)
+  run_phases(hp_tg, checkout=CHECKOUT, data_dir=tmp_path / "tg", init_ckpt_dir=tmp_path / "ck", work_dir=tmp_path / "w",
+             out=tmp_path / "tg.log", shard_paths=[str(p) for p in shards], eval_path=str(ev),
+             bert_config=str(bert_config), init_weights=str(index), init_process=False)
+  theirs = _steps((tmp_path / "w" / "train_bert_3.out").read_text())
+  sets = [f"{k}={v}" for k, v in {**common, "EVAL_BS": 20, "EVAL_SAMPLES": 20}.items()]
+  p = subprocess.run([sys.executable, "-m", "mlperf_bert", "train", "--platform-file", str(REPO / "profiles" / "cpu" / "platform.yaml"),
+                      "--set", *sets, "--shards", *map(str, shards), "--eval", str(ev), "--bert-config", str(bert_config),
+                      "--max-seq-length", str(seq), "--max-predictions-per-seq", str(pred), "--seed", "3",
+                      "--out", str(tmp_path / "ours.log"), "--ckpt-dir", str(tmp_path / "ourck")],
+                     capture_output=True, text=True, timeout=1200, check=False, cwd=REPO,
+                     env={**os.environ, "PYTHONPATH": str(REPO)})
+  assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+  ours = _steps(p.stdout)
+  assert sorted(theirs) == sorted(ours) == [0, 1, 2]
+  for i in ours:
+    assert abs(ours[i][0] - theirs[i][0]) <= 0.011, (i, ours[i], theirs[i])
+    assert abs(ours[i][1] - theirs[i][1]) <= 1e-6, (i, ours[i], theirs[i])
+  assert abs(_final_eval(tmp_path / "ours.log") - _final_eval(tmp_path / "tg.log")) <= 1 / 100 + 1e-9
