@@ -6,9 +6,10 @@ checkout path (a string, or {path: P, commit: SHA}), copied into the basedir. Pi
 the v5.1 submission commit this project's parity names (docs/parity.md).
 
 Verification: a clone's HEAD must be the commit. A copied directory is verified by its git tree id: the tree of
-every file but .git and __pycache__, computed with `git add -A -f; git write-tree` in a scratch repository, must equal the commit's tree (read from the directory's own .git when it has one, else known here for
-the pinned commit alone: a `git archive` of e0139fa unpacked anywhere verifies without network). Nothing of
-tinygrad is in this repository.
+every file but .git and __pycache__, computed with `git add -A -f; git write-tree` in a scratch repository, must
+equal the commit's tree (read from the directory's own .git when it has one, else known here for the pinned commit
+alone: a `git archive` of e0139fa unpacked anywhere verifies without network). Nothing of tinygrad is in this
+repository.
 """
 from __future__ import annotations
 import dataclasses, json, os, shutil, subprocess, tempfile
