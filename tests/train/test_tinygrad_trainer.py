@@ -266,7 +266,7 @@ def test_both_trainers_same_seed_dropout_off(tmp_path):
   """Both trainers on the CPU, tiny model (1 layer of tinygrad's BERT_SIZE tiny), fp32, dropout off, seed 3, the same
   shards: tinygrad's RUN process (its own tinygrad, its loader on the export, the TF init checkpoint) and this
   project's `train`. Expected to match: each step's loss as both print it (2 decimals: within 0.011) and LR (within
-  1e-6), and the eval accuracy after 3 steps on the same 20 eval rows (within one prediction of the 100 at most; the
+  1e-6; train_bert prints the next step's), and the eval accuracy after 3 steps on the same 20 eval rows (within one prediction of the 100 at most; the
   weights agree to fp32 rounding, docs/parity.md). tinygrad needs EVAL_BS x MAX_EVAL_STEPS >= 10000: with EVAL_BS 2500
   its wrapping eval iterator gives 4 batches of the same 20 rows, this project evaluates them once."""
   from mlperf_bert.train.hparams import load_platform, resolve
@@ -311,5 +311,6 @@ def test_both_trainers_same_seed_dropout_off(tmp_path):
   assert sorted(theirs) == sorted(ours) == [0, 1, 2]
   for i in ours:
     assert abs(ours[i][0] - theirs[i][0]) <= 0.011, (i, ours[i], theirs[i])
-    assert abs(ours[i][1] - theirs[i][1]) <= 1e-6, (i, ours[i], theirs[i])
+    if i + 1 in ours:  # train_bert prints the LR after its scheduler's step (the next step's); this project the step's
+      assert abs(ours[i + 1][1] - theirs[i][1]) <= 1e-6, (i, ours[i + 1], theirs[i])
   assert abs(_final_eval(tmp_path / "ours.log") - _final_eval(tmp_path / "tg.log")) <= 1 / 100 + 1e-9
