@@ -157,12 +157,13 @@ def _tee(cmd: list[str], env: dict, cwd: Path, log_file, what: str) -> float:
   return time.monotonic() - t0
 
 
-def _accuracies(log_path: Path) -> tuple[str, list[tuple[int, float]]]:
+def _accuracies(log_path: Path, global_batch: int) -> tuple[str, list[tuple[int, float]]]:
+  """run_stop's status and (step, accuracy) of each eval (train_bert logs the samples seen as epoch_num)."""
   status, accs = "aborted", []
   for line in log_path.read_text().splitlines():
     if ":::MLLOG" not in line: continue
     ev = json.loads(line.split(":::MLLOG", 1)[1])
-    if ev.get("key") == "eval_accuracy": accs.append((int(ev["metadata"]["epoch_num"]), float(ev["value"])))
+    if ev.get("key") == "eval_accuracy": accs.append((int(ev["metadata"]["epoch_num"]) // global_batch, float(ev["value"])))
     if ev.get("key") == "run_stop": status = ev.get("metadata", {}).get("status", "aborted")
   return status, accs
 
@@ -191,7 +192,7 @@ def run_phases(hp: dict[str, Any], *, checkout: str | os.PathLike, data_dir: str
     _tee(cmd, {**env, "PARALLEL": "0", "RUNMLPERF": "1"}, work, lf, "RUN process")
   if not tg_log.is_file():
     raise UserError(f"{tg_log}: tinygrad's train_bert wrote no result log; see the job log")
-  status, accs = _accuracies(tg_log)
+  status, accs = _accuracies(tg_log, hp["BS"] * (hp.get("GRADIENT_ACC_STEPS") or 1))
   shards = open_shards(shard_paths)
   (ev,) = open_shards([eval_path], what="eval set")
   return publish_result(tg_log, out, shards=shards, eval_shard=ev, init_weights=init_weights, bert_config=bert_config,
