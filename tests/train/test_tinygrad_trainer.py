@@ -314,3 +314,20 @@ def test_both_trainers_same_seed_dropout_off(tmp_path):
     if i + 1 in ours:  # train_bert prints the LR after its scheduler's step (the next step's); this project the step's
       assert abs(ours[i + 1][1] - theirs[i][1]) <= 1e-6, (i, ours[i + 1], theirs[i])
   assert abs(_final_eval(tmp_path / "ours.log") - _final_eval(tmp_path / "tg.log")) <= 1 / 100 + 1e-9
+
+
+def test_provenance_names_the_trainer_and_commit(tmp_path):
+  """The provenance's `trainer`: the workflow's name/commit/source with the tree the checkout rule verified; a
+  checkout record of another commit is refused; the project trainer is named when nothing else is given."""
+  from mlperf_bert.audit.provenance import build_record, trainer_entry
+  rec = tmp_path / "checkout.json"
+  rec.write_text(json.dumps({"commit": PINNED_COMMIT, "tree": "t" * 40, "source": "local checkout", "kind": "path"}))
+  info = {"name": "tinygrad", "commit": PINNED_COMMIT, "source": "local checkout"}
+  assert trainer_entry(info, [rec]) == {**info, "tree": "t" * 40}
+  with pytest.raises(UserError, match="forcerun tinygrad_checkout"):
+    trainer_entry({**info, "commit": "a" * 40}, [rec])
+  log = tmp_path / "result_bert_0.log"
+  log.write_text(":::MLLOG {}\n")
+  kw = dict(log_path=log, inputs={}, config={}, seed=0, platform="cpu", command="x", repo_dir=REPO, basedir=tmp_path)
+  assert build_record(**kw)["trainer"] == {"name": "project"}
+  assert build_record(**kw, trainer=trainer_entry(info, [rec]))["trainer"]["commit"] == PINNED_COMMIT
