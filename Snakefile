@@ -20,6 +20,7 @@ include: "rules/shards.smk"
 include: "rules/checkpoint.smk"
 include: "rules/preflight.smk"
 include: "rules/train.smk"
+include: "rules/tinygrad.smk"
 include: "rules/audit.smk"
 
 

@@ -307,6 +307,24 @@ def _add_audit(sub) -> None:
   p.add_argument("--require-pass", action="store_true", help="exit 1 unless the package checker passes")
   p.set_defaults(func=_cmd_submission)
 
+  from mlperf_bert.audit import compare
+  p = sub.add_parser("compare", help="two result logs side by side: evals, the step reaching the target, init and run "
+                     "time, where they first differ", description=compare.__doc__,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
+  p.add_argument("log_a")
+  p.add_argument("log_b")
+  p.add_argument("--target", type=float, default=compare.BERT_TARGET_ACCURACY,
+                 help=f"masked-LM accuracy target (default {compare.BERT_TARGET_ACCURACY})")
+  p.add_argument("--tol", type=float, default=0.0, help="eval accuracies further apart than this differ (default 0)")
+  p.set_defaults(func=_cmd_compare)
+
+
+def _cmd_compare(a) -> int:
+  from mlperf_bert.audit.compare import compare
+  lines, _ = compare(a.log_a, a.log_b, target=a.target, tol=a.tol)
+  print("\n".join(lines))
+  return 0
+
 
 # ---------------------------------------------------------------------------------------------------- main
 

@@ -9,11 +9,15 @@ rule provenance:
         shard_sums=ancient(B("shards/SHA256SUMS")),
         eval=ancient(B("eval/eval.shard")),
         checkpoint=initial_checkpoint,
+        # trainer tinygrad: the verified checkout's record (commit, git tree)
+        trainer_record=[B("tinygrad/checkout.json")] if TRAINER == "tinygrad" else [],
     output:
         B(PROVENANCE),
     params:
         # the config without basedir (the record names files by their place in it): a moved tree, the same params
-        config=lambda w: {k: v for k, v in config.items() if k != "basedir"},
+        # (tinygrad_source too: a local checkout's path is not recorded; `trainer` names the commit and source kind)
+        config=lambda w: {k: v for k, v in config.items() if k not in ("basedir", "tinygrad_source")},
+        trainer=TRAINER_INFO,
         basedir=lambda w, output: str(target_basedir(output[0], PROVENANCE)),  # derived: not compared
     log:
         B("logs/provenance/{platform}/{seed}.log"),

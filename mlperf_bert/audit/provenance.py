@@ -122,9 +122,22 @@ def load_profile(repo_dir: str | os.PathLike, platform: str) -> dict[str, Any] |
   return {"path": str(f), "sha256": hashes(f)["sha256"], "values": yaml.safe_load(f.read_text()) or {}}
 
 
+def trainer_entry(trainer: dict, checkout_records: Iterable[str | os.PathLike] = ()) -> dict[str, Any]:
+  """The provenance's `trainer`: the workflow's {name, commit, source} with the git tree the checkout rule verified
+  (tinygrad/checkout.json; mlperf_bert/train/tinygrad_source.py)."""
+  out = dict(trainer)
+  for p in checkout_records:
+    rec = json.loads(Path(p).read_text())
+    if rec.get("commit") != out.get("commit"):
+      raise UserError(f"{p}: the checkout is commit {rec.get('commit')}, the config names {out.get('commit')}; rerun "
+                      f"rule tinygrad_checkout (snakemake --forcerun tinygrad_checkout)")
+    out["tree"] = rec.get("tree")
+  return out
+
+
 def build_record(*, log_path, inputs: dict[str, Iterable], config: dict, seed, platform: str, command,
                  repo_dir, platform_profile: dict | None = None, extra: dict | None = None,
-                 basedir: str | os.PathLike | None = None) -> dict[str, Any]:
+                 basedir: str | os.PathLike | None = None, trainer: dict | None = None) -> dict[str, Any]:
   basedir = basedir if basedir is not None else config.get("basedir")
   log_path = Path(log_path)
   if not log_path.is_file():
@@ -144,6 +157,8 @@ def build_record(*, log_path, inputs: dict[str, Iterable], config: dict, seed, p
     "command": list(command) if isinstance(command, (list, tuple)) else str(command),
     "cwd": os.getcwd(),
     "host": host_info(),
+    # who trained: this project's trainer, or tinygrad's own model_train.py at a verified commit (trainer_entry)
+    "trainer": trainer or {"name": "project"},
   }
   if extra: rec["extra"] = extra
   return relocatable(rec, repo_dir=repo_dir, basedir=basedir, workdir=os.getcwd())
@@ -151,7 +166,7 @@ def build_record(*, log_path, inputs: dict[str, Iterable], config: dict, seed, p
 
 def write_provenance(out_path, *, log_path, inputs: dict[str, list], config: dict, seed, platform: str, command,
                      repo_dir, platform_profile: dict | None = None, extra: dict | None = None,
-                     basedir: str | os.PathLike | None = None) -> dict[str, Any]:
+                     basedir: str | os.PathLike | None = None, trainer: dict | None = None) -> dict[str, Any]:
   """Write the provenance record of `log_path` to `out_path` (atomically) and return it.
 
   inputs: group name -> paths, e.g. {"downloads": [...], "shards": [...], "eval": [...], "checkpoint": [...]}.
@@ -159,7 +174,8 @@ def write_provenance(out_path, *, log_path, inputs: dict[str, list], config: dic
   basedir: the run's basedir (default: config["basedir"]); files under it are recorded relative to it.
   """
   rec = build_record(log_path=log_path, inputs=inputs, config=config, seed=seed, platform=platform, command=command,
-                     repo_dir=repo_dir, platform_profile=platform_profile, extra=extra, basedir=basedir)
+                     repo_dir=repo_dir, platform_profile=platform_profile, extra=extra, basedir=basedir,
+                     trainer=trainer)
   try:
     text = json.dumps(rec, indent=2, sort_keys=False, default=str) + "\n"
   except (TypeError, ValueError) as e:

@@ -199,7 +199,8 @@ def check_provenance(audit: Audit, base: Path, log_path: Path, now_cfg: dict | N
     # both sides relocatable: paths under the checkout, working directory or basedir compare by their place in it
     recorded = dict(rec.get("config") or {})
     now = relocatable(dict(now_cfg), repo_dir=workflow_dir, basedir=base, workdir=workdir)
-    recorded.pop("basedir", None); now.pop("basedir", None)
+    # tinygrad_source is not recorded (a local path); the record's `trainer` names the verified commit instead
+    for k in ("basedir", "tinygrad_source"): recorded.pop(k, None); now.pop(k, None)
     diffs = diff_config(recorded, now)
     if diffs:
       audit.add("FAIL", "config", rel, "the config differs from the one on record: " + shorten(diffs, 4))

@@ -1,6 +1,6 @@
 # rule provenance: the JSON record beside a result log (config, versions, git, hashes of every input).
 from jobglue import REPO, job_log
-from mlperf_bert.audit.provenance import write_provenance
+from mlperf_bert.audit.provenance import trainer_entry, write_provenance
 from mlperf_bert.snakejob import recorded_command
 
 with job_log(snakemake.log[0]):
@@ -23,6 +23,7 @@ with job_log(snakemake.log[0]):
         repo_dir=REPO,
         basedir=snakemake.params.basedir,
         extra={"rule": snakemake.rule},
+        trainer=trainer_entry(snakemake.params.trainer, list(i.trainer_record)),
     )
     print(f"wrote {snakemake.output[0]}: {sum(len(v) for v in rec['inputs'].values())} inputs, "
           f"git {rec['git'].get('commit')} dirty={rec['git'].get('dirty')}")

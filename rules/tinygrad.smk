@@ -1,0 +1,119 @@
+# 6'. trainer: tinygrad — tinygrad's own examples/mlperf/model_train.py on this workflow's data (instead of rule
+# train of rules/train.smk; docs/tinygrad-trainer.md). The checkout is brought into the basedir and verified
+# (mlperf_bert/train/tinygrad_source.py); the shards and eval set are exported as tinygrad's loader reads them and the
+# initial weights as the TF checkpoint train_bert loads (mlperf_bert/train/tinygrad_trainer.py); then train_bert's
+# INIT and RUN processes, as run_and_time.sh runs them, write result_bert_<seed>.log with its train record.
+# Everything of this trainer lives under {basedir}/tinygrad/; nothing else of the workflow reads it.
+from mlperf_bert.train.tinygrad_source import parse_source
+from mlperf_bert.train.tinygrad_trainer import check_settings, eval_overrides
+
+TRAINER = config.get("trainer", "project")
+try:
+    TINYGRAD_SOURCE = parse_source(config.get("tinygrad_source"))
+    if TRAINER == "tinygrad":
+        # train_bert evaluates at least 10,000 samples: a platform with fewer (the demo) evaluates 100 x 100
+        _train = eval_overrides(RESOLVED, config.get("train") or {})
+        if _train != (config.get("train") or {}):
+            print(f"trainer tinygrad: train_bert asserts EVAL_BS x MAX_EVAL_STEPS >= 10000; evaluating with "
+                  f"EVAL_BS {_train['EVAL_BS']}, EVAL_SAMPLES {_train['EVAL_SAMPLES']}", file=sys.stderr)
+            config["train"] = _train
+        RESOLVED = resolve(PLATFORM_SETTINGS, config.get("train") or {}, seed=0, eval_examples=config["eval_examples"])
+        check_settings(RESOLVED)  # what train_bert at e0139fa cannot run stops the workflow before any job
+except UserError as e:
+    raise WorkflowError(f"trainer tinygrad: {e}")
+# what the provenance records of the trainer (rules/audit.smk): its name, and tinygrad's commit and source kind
+TRAINER_INFO = ({"name": "tinygrad", "commit": TINYGRAD_SOURCE.commit, "source": TINYGRAD_SOURCE.describe()}
+                if TRAINER == "tinygrad" else {"name": "project"})
+
+
+# rules/train.smk's rule train makes the same files; with trainer: tinygrad this file's rule is preferred.
+if TRAINER == "tinygrad":
+
+    ruleorder: train_tinygrad > train
+
+    rule tinygrad_checkout:
+        output:
+            checkout=directory(B("tinygrad/checkout")),
+            record=B("tinygrad/checkout.json"),
+        params:
+            # the commit and the kind of source (never a local path: a moved checkout reruns nothing)
+            source=TINYGRAD_SOURCE.describe(),
+            commit=TINYGRAD_SOURCE.commit,
+        log:
+            B("logs/tinygrad/checkout.log"),
+        conda:
+            "../envs/tinygrad.yaml"
+        resources:
+            mem_mb=500,
+        script:
+            "../workflow/scripts/tinygrad_checkout.py"
+
+    rule tinygrad_export:
+        input:
+            shards=lambda w: [ancient(p) for p in all_shards(w)],
+            eval_set=ancient(B("eval/eval.shard")),
+        output:
+            data=directory(B("tinygrad/data")),
+            stats=B("tinygrad/data.json"),
+        params:
+            max_seq_length=PRE["max_seq_length"],
+            max_predictions_per_seq=PRE["max_predictions_per_seq"],
+        log:
+            B("logs/tinygrad/export.log"),
+        conda:
+            "../envs/data.yaml"
+        resources:
+            mem_mb=3000,
+        script:
+            "../workflow/scripts/tinygrad_export.py"
+
+    rule tinygrad_init_checkpoint:
+        input:
+            bert_config=B("download/bert_config.json"),
+            init_weights=initial_checkpoint,
+        output:
+            directory(B("tinygrad/init_ckpt/seed_{seed}")),
+        params:
+            hparams=lambda w: train_hparams(w.seed),
+        log:
+            B("logs/tinygrad/init_ckpt_{seed}.log"),
+        conda:
+            "../envs/checkpoint.yaml"
+        resources:
+            mem_mb=2000,
+        wildcard_constraints:
+            seed=r"\d+",
+        script:
+            "../workflow/scripts/tinygrad_init_checkpoint.py"
+
+    rule train_tinygrad:
+        input:
+            shards=lambda w: [ancient(p) for p in all_shards(w)],
+            eval_set=ancient(B("eval/eval.shard")),
+            bert_config=B("download/bert_config.json"),
+            checkout=B("tinygrad/checkout"),
+            checkout_record=B("tinygrad/checkout.json"),
+            data=B("tinygrad/data"),
+            init_ckpt=B("tinygrad/init_ckpt/seed_{seed}"),
+            preflight=preflight_result,
+        output:
+            B(RESULT_LOG),
+            B(TRAIN_RECORD),
+        params:
+            hparams=lambda w: train_hparams(w.seed),
+            commit=TINYGRAD_SOURCE.commit,
+            work_dir=lambda w, output: str(target_basedir(output[0], RESULT_LOG) / "tinygrad" / "work" / w.platform
+                                           / f"seed_{w.seed}"),
+        log:
+            B(TRAIN_LOG),
+        conda:
+            "../envs/tinygrad.yaml"
+        resources:
+            gpu=train_gpus(RESOLVED),
+            mem_mb=TRAIN_RESOURCES["mem_mb"],
+            runtime=TRAIN_RESOURCES["runtime"],
+        wildcard_constraints:
+            platform=re.escape(RUN_NAME),
+            seed=r"\d+",
+        script:
+            "../workflow/scripts/tinygrad_train.py"

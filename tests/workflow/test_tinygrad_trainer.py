@@ -1,0 +1,36 @@
+"""trainer: tinygrad in the DAG (rules/tinygrad.smk), without running a job: the four rules replace rule train, the
+demo's eval is widened to what train_bert asserts, and settings it cannot run stop the workflow in one line.
+The real run (snakemake all --config trainer=tinygrad tinygrad_source=PATH) takes minutes of tinygrad's compiles
+and is described, with its numbers, in docs/tinygrad-trainer.md."""
+import re
+
+from workflow_helpers import snakemake
+
+
+def _jobs(out: str) -> dict[str, int]:
+  table = out.split("Job stats:", 1)[1].split("Reasons:", 1)[0]
+  return {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M)}
+
+
+def test_trainer_tinygrad_dry_run(tmp_path):
+  r = snakemake(tmp_path, "-n", "--config", f"basedir={tmp_path / 'base'}", "trainer=tinygrad",
+                f"tinygrad_source={tmp_path / 'tg'}", "seeds=[0,1]")
+  jobs = _jobs(r.stdout)
+  assert jobs["tinygrad_checkout"] == 1 and jobs["tinygrad_export"] == 1 and jobs["tinygrad_init_checkpoint"] == 2
+  assert jobs["train_tinygrad"] == 2 and jobs["provenance"] == 2 and "train" not in jobs
+  assert "evaluating with EVAL_BS 100, EVAL_SAMPLES 10000" in r.stderr
+  # the local path appears in no job (only in the echoed command line): a moved checkout reruns nothing
+  assert not [l for l in r.stdout.splitlines() if str(tmp_path / "tg") in l and "Command:" not in l]
+  r = snakemake(tmp_path, "-n", "--config", f"basedir={tmp_path / 'base'}")
+  assert "tinygrad_checkout" not in _jobs(r.stdout) and _jobs(r.stdout)["train"] == 1
+
+
+def test_settings_train_bert_cannot_run_are_refused(tmp_path):
+  r = snakemake(tmp_path, "-n", "--config", f"basedir={tmp_path / 'base'}", "trainer=tinygrad",
+                "train={BERT_HIDDEN_SIZE: 256, BERT_NUM_HEADS: 4}", check=False)
+  assert r.returncode != 0 and "only BERT_SIZE large" in r.stdout + r.stderr
+  r = snakemake(tmp_path, "-n", "--config", f"basedir={tmp_path / 'base'}", "trainer=tinygrad",
+                "train={EVAL_BS: 64}", check=False)
+  assert r.returncode != 0 and "asserts at least 10000 eval samples" in r.stdout + r.stderr
+  r = snakemake(tmp_path, "-n", "--config", f"basedir={tmp_path / 'base'}", "trainer=pytorch", check=False)
+  assert r.returncode != 0 and "trainer" in r.stdout + r.stderr
