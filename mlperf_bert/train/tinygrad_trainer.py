@@ -28,6 +28,7 @@ from mlperf_bert.errors import UserError
 from mlperf_bert.fileio import atomic_path
 from mlperf_bert.train.hparams import tinygrad_env
 from mlperf_bert.train.record import publish_result
+from mlperf_bert.train.settings import Settings
 from mlperf_bert.train.tinygrad_source import TRAIN_SCRIPT
 
 HOOK_DIR = Path(__file__).resolve().parent / "tinygrad_hook"   # sitecustomize.py: seeds `random` (docs/tinygrad-trainer.md)
@@ -93,18 +94,16 @@ def write_init_checkpoint(out_dir: str | os.PathLike, cfg, seed: int, safetensor
   return Path(prefix + ".index")
 
 
-def init_model_config(bert_config: str | os.PathLike, hp: dict[str, Any]):
+def init_model_config(bert_config: str | os.PathLike, s: Settings):
   """bert_config.json with the platform's size keys (BERT_LAYERS, BERT_HIDDEN_SIZE, ...): the model both trainers
   build for these settings."""
-  from mlperf_bert.train.model import BertConfig
-  cfg = BertConfig.from_json(bert_config, num_hidden_layers=hp.get("BERT_LAYERS"))
-  over = {f: hp[k] for k, f in (("BERT_HIDDEN_SIZE", "hidden_size"), ("BERT_NUM_HEADS", "num_attention_heads"),
-                                ("BERT_INTERMEDIATE_SIZE", "intermediate_size")) if hp.get(k)}
-  return dataclasses.replace(cfg, **over) if over else cfg
+  from mlperf_bert.train.trainer import model_config
+  return model_config(bert_config, s.model)
 
 
-def tinygrad_size(hp: dict[str, Any]) -> str:
-  dims = (hp.get("BERT_HIDDEN_SIZE") or 1024, hp.get("BERT_NUM_HEADS") or 16, hp.get("BERT_INTERMEDIATE_SIZE") or 4096)
+def tinygrad_size(s: Settings) -> str:
+  m = s.model
+  dims = (m.hidden_size or 1024, m.num_heads or 16, m.intermediate_size or 4096)
   for name, d in SIZES.items():
     if d == dims: return name
   raise UserError(f"model hidden/heads/intermediate {dims}: tinygrad's train_bert builds only BERT_SIZE large "
@@ -112,36 +111,39 @@ def tinygrad_size(hp: dict[str, Any]) -> str:
                   f"BERT_INTERMEDIATE_SIZE to one of them or use trainer: project")
 
 
-def eval_overrides(hp: dict[str, Any], train: dict[str, Any]) -> dict[str, Any]:
-  """The `train` overrides with the eval train_bert needs: where the platform evaluates fewer than 10,000 samples
-  (the demo: 8 batches of 64) and `train` sets neither EVAL_BS nor EVAL_SAMPLES, 100 batches of 100 (the whole
-  eval set each eval, which train_bert's assert asks for; both trainers then read the same rows)."""
-  if hp["EVAL_BS"] * hp["MAX_EVAL_STEPS"] >= EVAL_ROWS or {"EVAL_BS", "EVAL_SAMPLES"} & set(train): return dict(train)
+def eval_overrides(s: Settings, train: dict[str, Any]) -> dict[str, Any]:
+  """The `train` overrides (the config's, a flat mapping) with the eval train_bert needs: where the platform
+  evaluates fewer than 10,000 samples (the demo: 8 batches of 64) and `train` sets neither EVAL_BS nor EVAL_SAMPLES,
+  100 batches of 100 (the whole eval set each eval, which train_bert's assert asks for; both trainers then read the
+  same rows)."""
+  if s.eval.batch_size * s.eval.max_steps >= EVAL_ROWS or {"EVAL_BS", "EVAL_SAMPLES"} & set(train): return dict(train)
   return {**train, "EVAL_BS": 100, "EVAL_SAMPLES": EVAL_ROWS}
 
 
-def check_settings(hp: dict[str, Any]) -> None:
+def check_settings(s: Settings) -> None:
   """What train_bert at e0139fa cannot run, refused before any job (one line with the fix)."""
-  tinygrad_size(hp)
-  if hp["EVAL_BS"] * hp["MAX_EVAL_STEPS"] < EVAL_ROWS:
-    raise UserError(f"EVAL_BS={hp['EVAL_BS']} x {hp['MAX_EVAL_STEPS']} eval steps: tinygrad's train_bert asserts at "
+  tinygrad_size(s)
+  if s.eval.batch_size * s.eval.max_steps < EVAL_ROWS:
+    raise UserError(f"EVAL_BS={s.eval.batch_size} x {s.eval.max_steps} eval steps: tinygrad's train_bert asserts at "
                     f"least {EVAL_ROWS} eval samples; with trainer: tinygrad set e.g. --config "
                     f"train='{{EVAL_BS: 100, EVAL_SAMPLES: 10000}}'")
 
 
-def phase_env(hp: dict[str, Any], *, checkout: Path, data_dir: Path, init_ckpt_dir: Path, cache_db: Path,
+def phase_env(s: Settings, *, checkout: Path, data_dir: Path, init_ckpt_dir: Path, cache_db: Path,
               base: dict[str, str]) -> dict[str, str]:
-  """The environment of both processes: the platform's tinygrad settings and train_bert's keys, as strings."""
+  """The environment of both processes: the platform's tinygrad settings and train_bert's keys, as strings (the
+  flat mapping of the settings is this edge's form)."""
   env = {k: v for k, v in base.items() if k not in ("PYTHONPATH", "BENCHMARK", "INITMLPERF", "RUNMLPERF")}
-  env.update(tinygrad_env(hp))
-  env.update({k: str(int(hp[k]) if isinstance(hp[k], bool) else hp[k]) for k in TRAIN_BERT_KEYS if hp.get(k) is not None})
-  if hp.get("FREE_INTERMEDIATE") is None: env["FREE_INTERMEDIATE"] = "0"   # docs/parity.md row 21 (see the doc page)
+  env.update(tinygrad_env(s))
+  flat = s.as_dict()
+  env.update({k: str(int(flat[k]) if isinstance(flat[k], bool) else flat[k]) for k in TRAIN_BERT_KEYS if k in flat})
+  if s.free_intermediate is None: env["FREE_INTERMEDIATE"] = "0"   # docs/parity.md row 21 (see the doc page)
   env.update({"PYTHONPATH": os.pathsep.join([str(HOOK_DIR), str(checkout)]), "MODEL": "bert", "LOGMLPERF": "1",
               "BASEDIR": str(data_dir), "INIT_CKPT_DIR": str(init_ckpt_dir), "CACHEDB": str(cache_db),
-              "BERT_SIZE": tinygrad_size(hp), "BERT_LAYERS": str(hp.get("BERT_LAYERS") or 24),
-              "SAVE_CKPT_DIR": str(cache_db.parent / "ckpts"), "MLPERF_BERT_SHUFFLE_SEED": str(hp["SEED"]),
+              "BERT_SIZE": tinygrad_size(s), "BERT_LAYERS": str(s.model.layers or 24),
+              "SAVE_CKPT_DIR": str(cache_db.parent / "ckpts"), "MLPERF_BERT_SHUFFLE_SEED": str(s.seed),
               "PYTHONUNBUFFERED": "1"})
-  if hp["SUBMISSION_DIVISION"] != "closed": env["MLPERF_BERT_DIVISION"] = hp["SUBMISSION_DIVISION"]  # the hook
+  if s.submission.division != "closed": env["MLPERF_BERT_DIVISION"] = s.submission.division  # the hook
   return env
 
 
@@ -168,7 +170,7 @@ def _accuracies(log_path: Path, global_batch: int) -> tuple[str, list[tuple[int,
   return status, accs
 
 
-def run_phases(hp: dict[str, Any], *, checkout: str | os.PathLike, data_dir: str | os.PathLike,
+def run_phases(s: Settings, *, checkout: str | os.PathLike, data_dir: str | os.PathLike,
                init_ckpt_dir: str | os.PathLike, work_dir: str | os.PathLike, out: str | os.PathLike,
                shard_paths: Sequence[str], eval_path: str, bert_config: str, init_weights: str,
                init_process: bool = True) -> dict:
@@ -176,24 +178,24 @@ def run_phases(hp: dict[str, Any], *, checkout: str | os.PathLike, data_dir: str
   goes to this process's stdout, the job log, and as run_and_time.sh's `tee` to work_dir/train_bert_<seed>.out),
   then the result log and its train record published at `out`. Returns the train record. init_process=False
   runs the RUN process alone (tests: the INIT process only compiles, for train_bert's fake 512-token data)."""
-  check_settings(hp)
+  check_settings(s)
   checkout, work = Path(checkout).resolve(), Path(work_dir).resolve()
   work.mkdir(parents=True, exist_ok=True)
-  tg_log = work / f"result_bert_{hp['SEED']}.log"
+  tg_log = work / f"result_bert_{s.seed}.log"
   tg_log.unlink(missing_ok=True)   # mllog appends: a failed try's lines must not stay
-  env = phase_env(hp, checkout=checkout, data_dir=Path(data_dir).resolve(), init_ckpt_dir=Path(init_ckpt_dir).resolve(),
+  env = phase_env(s, checkout=checkout, data_dir=Path(data_dir).resolve(), init_ckpt_dir=Path(init_ckpt_dir).resolve(),
                   cache_db=work / "cache.db", base=dict(os.environ))
   cmd = [sys.executable, str(checkout / TRAIN_SCRIPT)]
-  init_layers = min(hp.get("INIT_BERT_LAYERS") or 2, hp.get("BERT_LAYERS") or 24)
-  init_env = {**env, "BENCHMARK": str(max(2, hp.get("INIT_BENCHMARK_STEPS") or 10)), "INITMLPERF": "1",
+  init_layers = min(s.init.bert_layers or 2, s.model.layers or 24)
+  init_env = {**env, "BENCHMARK": str(max(2, s.init.benchmark_steps or 10)), "INITMLPERF": "1",
               "BERT_LAYERS": str(init_layers)}
-  with open(work / f"train_bert_{hp['SEED']}.out", "w") as lf:
+  with open(work / f"train_bert_{s.seed}.out", "w") as lf:
     if init_process: _tee(cmd, init_env, work, lf, "INIT process")
     _tee(cmd, {**env, "PARALLEL": "0", "RUNMLPERF": "1"}, work, lf, "RUN process")
   if not tg_log.is_file():
     raise UserError(f"{tg_log}: tinygrad's train_bert wrote no result log; see the job log")
-  status, accs = _accuracies(tg_log, hp["BS"] * (hp.get("GRADIENT_ACC_STEPS") or 1))
+  status, accs = _accuracies(tg_log, s.global_batch_size)
   shards = open_shards(shard_paths)
   (ev,) = open_shards([eval_path], what="eval set")
   return publish_result(tg_log, out, shards=shards, eval_shard=ev, init_weights=init_weights, bert_config=bert_config,
-                        hp=hp, status=status, accuracies=accs)
+                        settings=s, status=status, accuracies=accs)

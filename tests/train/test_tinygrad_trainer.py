@@ -199,9 +199,13 @@ def test_source_setting():
 
 
 def test_eval_overrides_meet_train_bert_assert():
-  assert eval_overrides({"EVAL_BS": 64, "MAX_EVAL_STEPS": 8}, {}) == {"EVAL_BS": 100, "EVAL_SAMPLES": 10000}
-  assert eval_overrides({"EVAL_BS": 64, "MAX_EVAL_STEPS": 8}, {"EVAL_BS": 64}) == {"EVAL_BS": 64}  # the user's wins
-  assert eval_overrides({"EVAL_BS": 90, "MAX_EVAL_STEPS": 112}, {"BS": 9}) == {"BS": 9}
+  from mlperf_bert.train.hparams import load_platform, resolve
+  platform = load_platform(REPO / "profiles" / "cpu" / "platform.yaml")
+  demo = resolve(platform, {"EVAL_BS": 64, "EVAL_SAMPLES": 512}, seed=0, eval_examples=10000)    # 8 batches of 64
+  assert eval_overrides(demo, {}) == {"EVAL_BS": 100, "EVAL_SAMPLES": 10000}
+  assert eval_overrides(demo, {"EVAL_BS": 64}) == {"EVAL_BS": 64}  # the user's wins
+  enough = resolve(platform, {"EVAL_BS": 90, "EVAL_SAMPLES": 10000}, seed=0, eval_examples=10000)  # 112 batches of 90
+  assert eval_overrides(enough, {"BS": 9}) == {"BS": 9}
 
 
 @pytest.mark.slow
@@ -210,8 +214,10 @@ def test_init_checkpoint_holds_this_projects_seeded_init(tmp_path):
   (read back with tensorflow, as load_from_pretrained reads it)."""
   tf = pytest.importorskip("tensorflow")
   from mlperf_bert.train.model import BertForPretraining
-  hp = {"BERT_LAYERS": 1, "BERT_HIDDEN_SIZE": 128, "BERT_NUM_HEADS": 2, "BERT_INTERMEDIATE_SIZE": 512}
-  cfg = init_model_config(REPO / "resources" / "demo" / "bert_config.json", hp)
+  from mlperf_bert.train.hparams import load_platform, resolve
+  settings = resolve(load_platform(REPO / "profiles" / "cpu" / "platform.yaml"), {"BERT_LAYERS": 1, "BERT_HIDDEN_SIZE": 128,
+                     "BERT_NUM_HEADS": 2, "BERT_INTERMEDIATE_SIZE": 512}, seed=3, eval_examples=10000)
+  cfg = init_model_config(REPO / "resources" / "demo" / "bert_config.json", settings)
   write_init_checkpoint(tmp_path / "ck", cfg, seed=3)
   ours = {k: v.numpy() for k, v in BertForPretraining(cfg, seed=3).state_dict().items()}
   names = dict(tf.train.list_variables(str(tmp_path / "ck")))

@@ -1,10 +1,11 @@
 # rule tinygrad_init_checkpoint: the initial weights as the TF checkpoint train_bert loads from INIT_CKPT_DIR.
 from jobglue import job_log
+from mlperf_bert.train.settings import Settings
 from mlperf_bert.train.tinygrad_trainer import init_model_config, write_init_checkpoint
 
 with job_log(snakemake.log[0]):
-    hp = dict(snakemake.params.hparams)
+    settings = Settings.from_dict(dict(snakemake.params.hparams))  # the rule's params: this seed's settings
     i = snakemake.input
-    index = write_init_checkpoint(snakemake.output[0], init_model_config(i.bert_config, hp), seed=hp["SEED"],
+    index = write_init_checkpoint(snakemake.output[0], init_model_config(i.bert_config, settings), seed=settings.seed,
                                   safetensors=i.init_weights[0] if i.init_weights else None)
-    print(f"wrote {index} ({'the converted checkpoint' if i.init_weights else 'the seeded init of seed ' + str(hp['SEED'])})")
+    print(f"wrote {index} ({'the converted checkpoint' if i.init_weights else 'the seeded init of seed ' + str(settings.seed)})")
