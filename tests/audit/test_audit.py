@@ -13,6 +13,13 @@ from mlperf_bert.audit.org import audit_submission
 DATA = Path(__file__).resolve().parents[1] / "data" / "tinycorp-v4.1"
 
 
+def _settings(seed: int):
+  """The resolved settings of the tinybox_green profile for `seed` (what the train process records)."""
+  from mlperf_bert.train.hparams import load_platform, resolve
+  profile = Path(__file__).resolve().parents[2] / "profiles" / "tinybox_green" / "platform.yaml"
+  return resolve(load_platform(profile), seed=seed)
+
+
 def make_pkg(tmp_path, systems=("tinybox_green", "tinybox_red")) -> Path:
   org = tmp_path / "tinycorp"
   for s in systems:
@@ -189,7 +196,7 @@ def build_tree(tmp_path) -> tuple[Path, Path]:
   # the result log as the train process puts it in place, with its train record
   publish_result(DATA / "results/tinybox_green/bert/result_0.txt", log, shards=[Shard(p) for p in sorted(
                  (base / "shards").glob("*.shard"))], eval_shard=Shard(base / "eval/eval.shard"), init_weights=None,
-                 bert_config=base / "download/bert_config.json", hp={"SEED": 6505}, status="success", accuracies=[])
+                 bert_config=base / "download/bert_config.json", settings=_settings(6505), status="success", accuracies=[])
   cfg = current_config(REPO, [str(cfgfile)], {})
   write_provenance(log.with_name("result_bert_6505.provenance.json"), log_path=log, config=cfg, seed=6505,
                    platform="tinybox_green", command=["snakemake"], repo_dir=REPO,

@@ -22,6 +22,11 @@ LOG = (':::MLLOG {"namespace": "", "time_ms": 1, "event_type": "POINT_IN_TIME", 
        '"value": 0.0470, "metadata": {"epoch_num": 64}}\n')
 
 
+def _settings(seed: int):
+  """The resolved settings of the cpu profile for `seed` (what the train process records)."""
+  from mlperf_bert.train.hparams import load_platform, resolve
+  return resolve(load_platform(DEMO.parents[1] / "profiles" / "cpu" / "platform.yaml"), seed=seed)
+
 @pytest.fixture(scope="module")
 def clean(tmp_path_factory, demo_text):
   """A basedir: results4/ (3 topics of 80 lines, eval.txt), download/vocab.txt, shards/, eval/, and a result log
@@ -42,7 +47,7 @@ def clean(tmp_path_factory, demo_text):
   work.write_text(LOG)
   shards = [Shard(base / "shards" / f"{t}.shard") for t in TOPICS]
   publish_result(work, base / "results/cpu/result_bert_0.log", shards=shards, eval_shard=Shard(base / "eval/eval.shard"),
-                 init_weights=None, bert_config=DEMO / "bert_config.json", hp={"SEED": 0}, status="success",
+                 init_weights=None, bert_config=DEMO / "bert_config.json", settings=_settings(0), status="success",
                  accuracies=[(1, 0.0470)])
   return base
 
@@ -166,5 +171,5 @@ def test_a_record_that_cannot_be_written_leaves_no_log(tmp_path, clean):
   record_path(out).mkdir(parents=True)  # a directory where the record goes: its rename fails
   with pytest.raises(Exception):
     publish_result(work, out, shards=[], eval_shard=Shard(clean / "eval/eval.shard"), init_weights=None,
-                   bert_config=DEMO / "bert_config.json", hp={"SEED": 0}, status="success", accuracies=[])
+                   bert_config=DEMO / "bert_config.json", settings=_settings(0), status="success", accuracies=[])
   assert not out.exists() and work.exists()
