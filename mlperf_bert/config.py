@@ -6,6 +6,10 @@ from typing import Any
 
 from mlperf_bert.errors import UserError
 
+SCHEMAS = Path(__file__).resolve().parents[1] / "schemas"
+CONFIG_SCHEMA = SCHEMAS / "config.schema.yaml"      # the workflow config
+PLATFORM_SCHEMA = SCHEMAS / "platform.schema.yaml"  # a platform file, and the config's `train:` overrides
+
 _JSON_TYPES = {dict: "object", list: "array", str: "string", bool: "boolean", int: "integer", float: "number",
                type(None): "null"}
 
@@ -111,6 +115,17 @@ def parse_text_values(doc: Any, schema: dict[str, Any]) -> Any:
   if isinstance(doc, list) and isinstance(schema.get("items"), dict):
     return [parse_text_values(v, schema["items"]) for v in doc]
   return doc
+
+
+def typed_config(config: dict[str, Any]) -> dict[str, Any]:
+  """The workflow config with the text Snakemake's `--config` hands over (`train={TRAIN_STEPS: 100}` arrives as
+  {'TRAIN_STEPS': '100'}) parsed as the schemas type it: the config's keys by schemas/config.schema.yaml, the
+  `train:` overrides by schemas/platform.schema.yaml. The workflow and the audit both read a config through this,
+  so the config a provenance record holds and the one the audit rebuilds agree."""
+  out = parse_text_values(config, load_schema(CONFIG_SCHEMA))
+  if isinstance(out.get("train"), dict):
+    out["train"] = parse_text_values(out["train"], load_schema(PLATFORM_SCHEMA))
+  return out
 
 
 def _where(path) -> str:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from snakemake.utils import min_version
 
-from mlperf_bert.config import check_basedir, load_schema, parse_text_values, validate_config
+from mlperf_bert.config import CONFIG_SCHEMA, check_basedir, typed_config, validate_config
 from mlperf_bert.constants import RULESET
 from mlperf_bert.data import r2 as _r2
 from mlperf_bert.data.shard_header import VERSION as SHARD_FORMAT
@@ -26,9 +26,8 @@ min_version("9.0")
 
 REPO = Path(workflow.basedir)
 
-CONFIG_SCHEMA = REPO / "schemas" / "config.schema.yaml"
 try:
-    config.update(parse_text_values(config, load_schema(CONFIG_SCHEMA)))  # --config values arrive as text
+    config.update(typed_config(config))  # --config values arrive as text
     validate_config(config, CONFIG_SCHEMA)
     check_basedir(config["basedir"], repo=REPO, workdir=Path.cwd())
 except UserError as e:

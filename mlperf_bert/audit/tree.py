@@ -54,16 +54,21 @@ def snakemake_dry_run(workflow_dir: Path, workdir: Path, configfiles: list[str],
 
 
 def current_config(workflow_dir: Path, configfiles: list[str], overrides: dict[str, str]) -> dict:
-  """The config Snakemake resolves: the Snakefile's config.yaml, then each --configfile, then --config."""
+  """The config Snakemake resolves: the Snakefile's config.yaml, then each --configfile, then --config (parsed and
+  merged by Snakemake's own parse_config and update_config), typed as the workflow types it (config.typed_config)."""
+  from snakemake.cli import parse_config
   from snakemake.utils import update_config
-  from mlperf_bert.config import safe_yaml  # aliases refused, as the workflow refuses them
+  from mlperf_bert.config import safe_yaml, typed_config  # aliases refused, as the workflow refuses them
   cfg: dict = {}
   for f in [workflow_dir / "config.yaml", *map(Path, configfiles)]:
     if f.is_file():
       update_config(cfg, safe_yaml(f.read_text(), str(f)) or {})
   for k, v in overrides.items():
-    cfg[k] = safe_yaml(v, f"--config {k}") if isinstance(v, str) else v
-  return cfg
+    if isinstance(v, str):
+      try: update_config(cfg, parse_config([f"{k}={v}"]))
+      except ValueError as e: raise UserError(f"--config {k}={v}: {e}") from None
+    else: cfg[k] = v
+  return typed_config(cfg)
 
 
 def diff_config(recorded, now, prefix: str = "") -> list[str]:

@@ -19,13 +19,13 @@ from typing import Any
 
 import yaml
 
-from mlperf_bert.config import load_schema, parse_text_values, safe_yaml, validate_config
+from mlperf_bert.config import CONFIG_SCHEMA, PLATFORM_SCHEMA, load_schema, parse_text_values, safe_yaml, validate_config
 from mlperf_bert.errors import UserError
 from mlperf_bert.train.settings import DERIVED, KEY_FIELDS, Settings
 
 # The platform file's schema: every key, its type, its static default, whether tinygrad reads it from the
 # environment. KNOWN, TINYGRAD_ENV and DEFAULTS are read from it; derived defaults are in resolve().
-SCHEMA = Path(__file__).resolve().parents[2] / "schemas" / "platform.schema.yaml"
+SCHEMA = PLATFORM_SCHEMA
 _SCHEMA = load_schema(SCHEMA)
 _PROPS: dict[str, dict] = _SCHEMA["properties"]
 KNOWN = frozenset(k for k in _PROPS if k.isupper())
@@ -38,7 +38,7 @@ RESOURCE_DEFAULTS: dict[str, int] = {k: v["default"] for k, v in _PROPS["resourc
 FLOAT_NAMES = {"HALF": "half", "FLOAT16": "half", "BFLOAT16": "bfloat16", "FLOAT": "float32", "FLOAT32": "float32"}
 HALF_TYPES = {"half", "bfloat16"}
 # the seeds a run may have: the workflow config's bounds (numpy's seed range), applied to `train --seed` too
-_SEED = load_schema(SCHEMA.with_name("config.schema.yaml"))["properties"]["seeds"]["items"]
+_SEED = load_schema(CONFIG_SCHEMA)["properties"]["seeds"]["items"]
 SEED_RANGE = (int(_SEED["minimum"]), int(_SEED["maximum"]))
 # the allowed values of each setting that has a fixed set (EVAL_METRIC, INIT_PROCESS, ...): the schema's enums
 CHOICES: dict[str, tuple] = {k: tuple(v for v in _PROPS[k]["enum"] if v is not None)
