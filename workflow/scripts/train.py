@@ -17,6 +17,8 @@ inputs = RunInputs.of(shards=list(snakemake.input.shards), eval_set=snakemake.in
                       init_weights=snakemake.input.init_weights[0] if snakemake.input.init_weights else None)
 
 with job_log(snakemake.log[0]):
+    for note in p.rehearsal_notes:  # rehearse=true: what the rehearsal changed (mlperf_bert/train/rehearsal.py)
+        print(note, flush=True)
     from mlperf_bert.train.phases import train_job
 
     train_job(settings, inputs, log=snakemake.log[0])
