@@ -2,6 +2,8 @@
 import numpy as np
 import pytest
 
+from tiny_shards import tiny_instances
+
 from mlperf_bert.errors import UserError
 from mlperf_bert.data.loader import (TrainLoader, eval_batches, file_order, list_shards, open_shards, stream_indices)
 from mlperf_bert.data.shards import Shard, write_shard
@@ -9,25 +11,11 @@ from mlperf_bert.data.shards import Shard, write_shard
 SEQ, PRED = 16, 3
 
 
-def _instances(n, tag, rng):
-  out = []
-  for i in range(n):
-    la, lb = int(rng.integers(2, 6)), int(rng.integers(2, 6))
-    ids = [101] + list(rng.integers(1000, 2000, la)) + [102] + list(rng.integers(1000, 2000, lb)) + [102]
-    ids[1] = tag * 1000 + i  # identifies the (file, row) of the instance
-    pos = sorted(rng.choice(np.arange(2, len(ids)), size=2, replace=False).tolist())
-    masked = list(ids)
-    for p in pos: masked[p] = 103
-    out.append({"input_ids": masked, "segment_ids": [0] * (la + 2) + [1] * (lb + 1), "masked_lm_positions": pos,
-                "masked_lm_ids": [ids[p] for p in pos], "next_sentence_label": i % 2})
-  return out
-
-
 @pytest.fixture
 def shard_dir(tmp_path):
   rng = np.random.default_rng(0)
   for f, n in enumerate([7, 3, 11, 5, 2, 9]):
-    write_shard(tmp_path / f"part-{f:05d}-of-00006.shard", _instances(n, f + 1, rng), max_seq_length=SEQ,
+    write_shard(tmp_path / f"part-{f:05d}-of-00006.shard", tiny_instances(n, f + 1, rng), max_seq_length=SEQ,
                 max_predictions_per_seq=PRED)
   return tmp_path
 

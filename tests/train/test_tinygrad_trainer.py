@@ -13,6 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tiny_shards import tiny_instances
+
 from mlperf_bert.cli import main as cli_main
 from mlperf_bert.constants import FEATURES
 from mlperf_bert.data.loader import TrainLoader, open_shards
@@ -29,20 +31,6 @@ SEQ, PRED = 16, 3
 V41 = REPO / "tests" / "data" / "tinycorp-v4.1" / "results" / "tinybox_red" / "bert"
 
 
-def _instances(n, tag, rng):
-  out = []
-  for i in range(n):
-    la, lb = int(rng.integers(2, 6)), int(rng.integers(2, 6))
-    ids = [101] + list(rng.integers(1000, 2000, la)) + [102] + list(rng.integers(1000, 2000, lb)) + [102]
-    ids[1] = tag * 1000 + i  # identifies the (file, row) of the instance
-    pos = sorted(rng.choice(np.arange(2, len(ids)), size=2, replace=False).tolist())
-    masked = list(ids)
-    for p in pos: masked[p] = 103
-    out.append({"input_ids": masked, "segment_ids": [0] * (la + 2) + [1] * (lb + 1), "masked_lm_positions": pos,
-                "masked_lm_ids": [ids[p] for p in pos], "next_sentence_label": i % 2})
-  return out
-
-
 @pytest.fixture
 def exported(tmp_path):
   """Twelve small shards (more files than the loader's 8 slots) and an eval set, exported for tinygrad."""
@@ -51,9 +39,9 @@ def exported(tmp_path):
   for f, n in enumerate([7, 3, 11, 5, 2, 9, 4, 6, 8, 3, 5, 7]):
     shards.append(tmp_path / "shards" / f"part-{f:05d}-of-00012.shard")
     shards[-1].parent.mkdir(exist_ok=True)
-    write_shard(shards[-1], _instances(n, f + 1, rng), max_seq_length=SEQ, max_predictions_per_seq=PRED)
+    write_shard(shards[-1], tiny_instances(n, f + 1, rng), max_seq_length=SEQ, max_predictions_per_seq=PRED)
   ev = tmp_path / "eval.shard"
-  write_shard(ev, _instances(10, 99, rng), max_seq_length=SEQ, max_predictions_per_seq=PRED, eval_set=True)
+  write_shard(ev, tiny_instances(10, 99, rng), max_seq_length=SEQ, max_predictions_per_seq=PRED, eval_set=True)
   stats = export(shards, ev, tmp_path / "tg", SEQ, PRED, log=lambda s: None)
   return shards, ev, tmp_path / "tg", stats
 
