@@ -16,7 +16,7 @@ run_phases(): the platform's two processes as run_and_time.sh runs them: INIT (B
   record are published as this project's trainer publishes them.
 """
 from __future__ import annotations
-import dataclasses, json, os, pickle, subprocess, sys, time
+import os, pickle, subprocess, sys, time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -26,6 +26,7 @@ from mlperf_bert.constants import FEATURES
 from mlperf_bert.data.loader import open_shards
 from mlperf_bert.errors import UserError
 from mlperf_bert.fileio import atomic_path
+from mlperf_bert.mlperf_log import Event, parse_line
 from mlperf_bert.train.hparams import tinygrad_env
 from mlperf_bert.train.record import publish_result
 from mlperf_bert.train.settings import Settings
@@ -162,11 +163,10 @@ def _tee(cmd: list[str], env: dict, cwd: Path, log_file, what: str) -> float:
 def _accuracies(log_path: Path, global_batch: int) -> tuple[str, list[tuple[int, float]]]:
   """run_stop's status and (step, accuracy) of each eval (train_bert logs the samples seen as epoch_num)."""
   status, accs = "aborted", []
-  for line in log_path.read_text().splitlines():
-    if ":::MLLOG" not in line: continue
-    ev = json.loads(line.split(":::MLLOG", 1)[1])
-    if ev.get("key") == "eval_accuracy": accs.append((int(ev["metadata"]["epoch_num"]) // global_batch, float(ev["value"])))
-    if ev.get("key") == "run_stop": status = ev.get("metadata", {}).get("status", "aborted")
+  for ev in (parse_line(line) for line in log_path.read_text().splitlines()):
+    if not isinstance(ev, Event): continue
+    if ev.key == "eval_accuracy": accs.append((int(ev.metadata["epoch_num"]) // global_batch, float(ev.value)))
+    if ev.key == "run_stop": status = ev.metadata.get("status", "aborted")
   return status, accs
 
 
