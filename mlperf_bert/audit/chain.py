@@ -17,6 +17,7 @@ from typing import Callable
 
 from mlperf_bert.audit.rows import Audit
 from mlperf_bert.errors import UserError
+from mlperf_bert.mlperf_log import Event, parse_line
 
 CHECK = "chain"
 RETRAIN = "retrain: snakemake --forcerun train (or restore the files the run read)"
@@ -128,13 +129,8 @@ def check_duplicates(audit: Audit, base: Path, heads: dict, hasher: Callable) ->
 
 
 def _accuracies(log: Path) -> list[float]:
-  out = []
-  for line in log.read_text(errors="replace").splitlines():
-    if line.startswith(":::MLLOG "):
-      try: ev = json.loads(line[len(":::MLLOG "):])
-      except ValueError: continue
-      if isinstance(ev, dict) and ev.get("key") == "eval_accuracy": out.append(ev.get("value"))
-  return out
+  events = (parse_line(line) for line in log.read_text(errors="replace").splitlines())
+  return [ev.value for ev in events if isinstance(ev, Event) and ev.key == "eval_accuracy"]
 
 
 def _accuracy_diff(log: Path, rec: dict) -> str:
