@@ -33,3 +33,18 @@ def test_broken_layering_is_named(tmp_path):
   assert "mlperf_bert.errors -> mlperf_bert.data.shards (base must not import data)" in r.stderr
   assert "import circle: mlperf_bert.train.model <-> mlperf_bert.train.run" in r.stderr
   assert "audit" not in r.stderr  # audit -> data is the allowed direction
+
+
+def test_architecture_page_inventory_is_the_code():
+  """docs/architecture.md's module table and import graph are generated from the code: a new, renamed or removed module
+  (or a changed first docstring sentence) without `--write-doc` fails here, naming the command."""
+  r = _run("--doc", str(REPO / "docs" / "architecture.md"))
+  assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_stale_inventory_is_named(tmp_path):
+  doc = tmp_path / "architecture.md"
+  doc.write_text((REPO / "docs" / "architecture.md").read_text().replace("| data | `data.loader` |", "| data | `data.gone` |"))
+  r = _run("--doc", str(doc))
+  assert r.returncode == 1
+  assert f"{doc}'s module inventory differs from the code: run python tools/import_graph.py --write-doc {doc}" in r.stderr
