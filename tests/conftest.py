@@ -1,5 +1,6 @@
-"""Shared pytest setup: makes tests/ importable (for feature_digest) and offers common fixtures."""
-import sys
+"""Shared pytest setup: makes tests/ importable (for feature_digest), names the fixture folder, offers common
+fixtures and hands the longest test files out first."""
+import collections, resource, sys
 from pathlib import Path
 
 import pytest
@@ -9,8 +10,79 @@ ROOT = TESTS.parent
 if str(TESTS) not in sys.path:
   sys.path.insert(0, str(TESTS))
 
-ORACLE = TESTS / "data" / "oracle"
+FIXTURES = TESTS / "data"                    # recorded inputs and expected numbers of every wing's tests
+ORACLE = FIXTURES / "oracle"
 DEMO = ROOT / "resources" / "demo"
+
+# The longest test files, longest first (measured with --durations on 2 cores). scripts/test.sh runs each file on
+# one of two workers (--dist loadfile --no-loadscope-reorder) in collection order: starting with these keeps both
+# workers busy to the end instead of leaving one on a long end-to-end file while the other idles.
+LONGEST_FIRST = [
+  "workflow/test_rehearsal.py",       # four rehearsal trainings, two processes each
+  "workflow/test_end_to_end.py",      # the demo, its audits, the submission, two whitewashing reruns
+  "train/test_train.py",              # the train rule killed and resumed, and some 20 short training runs
+  "workflow/test_slurm.py",           # a SLURM cluster brought up (apt-installed on a fresh machine), three runs
+  "train/test_parity.py",
+  "workflow/test_workflow_data.py",
+  "train/test_preflight.py",
+]
+
+
+def pytest_collection_modifyitems(items):
+  """The files of LONGEST_FIRST first, in its order; the rest as collected (the sort is stable: a file's own
+  tests keep their order)."""
+  rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+  def key(item):
+    path = Path(item.path).resolve()
+    return rank.get(path.relative_to(TESTS).as_posix(), len(rank)) if path.is_relative_to(TESTS) else len(rank)
+  items.sort(key=key)
+
+
+# ---- CPU seconds per test (this process and every child it waited for: Snakemake, its jobs, tinygrad's threads):
+# unlike --durations' wall times they do not grow with the machine's load. The summary names the dearest files.
+def _cpu_s() -> float:
+  me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+  return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def _timed(item):
+  t0 = _cpu_s()
+  yield
+  item.user_properties.append(("cpu_s", _cpu_s() - t0))  # before the phase's report is made: it travels with it
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item):
+  yield from _timed(item)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+  yield from _timed(item)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item):
+  yield from _timed(item)
+
+
+_CPU_BY_FILE: collections.Counter = collections.Counter()
+
+
+def pytest_runtest_logreport(report):
+  # a phase's report carries the entries of the phases before it too: count only the last one
+  entries = [v for k, v in report.user_properties if k == "cpu_s"]
+  if entries:
+    _CPU_BY_FILE[report.nodeid.split("::")[0]] += entries[-1]
+
+
+def pytest_terminal_summary(terminalreporter):
+  if not _CPU_BY_FILE:
+    return
+  tr = terminalreporter
+  tr.write_sep("=", f"CPU time of the tests: {sum(_CPU_BY_FILE.values()):.0f} s; the dearest files")
+  for name, secs in _CPU_BY_FILE.most_common(15):
+    tr.write_line(f"{secs:8.1f} s  {name}")
 
 
 @pytest.fixture(scope="session")

@@ -16,7 +16,7 @@ from mlperf_bert.train.model import BertConfig, BertForPretraining, parameter_sh
 
 from test_model import TINY, hf_forward, random_batch, run_forward
 
-tf = pytest.importorskip("tensorflow")
+tf = pytest.importorskip("tensorflow", reason="needs tensorflow: the `tf` extra (pip install -e '.[tf]'; scripts/test.sh installs it)")
 
 CONFIG = {**TINY, "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1, "initializer_range": 0.02,
           "hidden_act": "gelu"}

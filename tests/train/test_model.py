@@ -55,10 +55,15 @@ def hf_state_dict(weights: dict[str, np.ndarray], num_layers: int) -> dict[str, 
   return hf
 
 
+def needs_torch():
+  """(torch, transformers), or the test skips naming the extra that brings them (the `test` extra)."""
+  why = "needs torch and transformers: pip install -e '.[test]' (scripts/test.sh installs them)"
+  return pytest.importorskip("torch", reason=why), pytest.importorskip("transformers", reason=why)
+
+
 def hf_forward(weights: dict[str, np.ndarray], cfg: BertConfig, batch: dict[str, np.ndarray]):
   """(mlm logits at the masked positions, nsp logits) from transformers' BertForPreTraining in eval mode."""
-  import torch
-  import transformers
+  torch, transformers = needs_torch()
   hcfg = transformers.BertConfig(vocab_size=cfg.vocab_size, hidden_size=cfg.hidden_size,
                                  num_hidden_layers=cfg.num_hidden_layers, num_attention_heads=cfg.num_attention_heads,
                                  intermediate_size=cfg.intermediate_size, hidden_act="gelu",
@@ -332,8 +337,7 @@ def test_demo_bert_config_is_bert_large():
 
 def test_gradients_match_torch(tiny, layout):
   """Backward through the tinygrad model equals torch autograd through HF's model with the same loss."""
-  import torch
-  import transformers
+  torch, transformers = needs_torch()
   cfg, model, weights = tiny
   batch = random_batch(cfg, seed=8)
   mlm, nsp = run_forward(model, batch)

@@ -17,8 +17,8 @@ from mlperf_bert.train.preflight import MLCOMMONS, Reference, preflight
 from test_checkpoint import CONFIG, random_weights, save_tf_checkpoint
 from test_model import hf_forward
 
-pytest.importorskip("tensorflow")
-pytest.importorskip("transformers")
+pytest.importorskip("tensorflow", reason="needs tensorflow: the `tf` extra (pip install -e '.[tf]'; scripts/test.sh installs it)")
+pytest.importorskip("transformers", reason="needs transformers: the `test` extra (pip install -e '.[test]')")
 pytestmark = pytest.mark.slow  # about a minute on 2 cores: TensorFlow, the tiny model's kernels, HF's forward
 
 SEQ, PRED, ROWS = 32, 5, 37  # 37 rows: the last batch of 8 is padded (its padding rows must not count)

@@ -1,7 +1,7 @@
 """rehearse=true's settings (mlperf_bert/train/rehearsal.py): every key of the profile is kept but those a CPU cannot
 run in minutes, the GPUS become CPU devices (at most one per core), and the workflow plans the rehearsal under
 results/<platform>-rehearsal/ without the MLPerf checkpoint, even on the real-data config."""
-import re
+import os, re
 
 import pytest
 import yaml
@@ -44,3 +44,12 @@ def test_workflow_plans_the_rehearsal_beside_real_runs_without_the_checkpoint(tm
   res = re.search(r"rule train:.*?resources: ([^\n]*)", out, re.S).group(1)  # the rehearsal's, not the GPU box's 60 GB
   assert {"gpu=0", "runtime=30", "mem_mb=4000"} <= set(res.split(", ")), res
   assert "rehearsal: GPUS 6 -> " in out or "rehearsal: GPUS 6 as 6 CPU devices" in out
+
+
+def test_red_rehearses_exactly_as_green():
+  """tinybox_red differs from tinybox_green only in keys a CPU rehearsal at BEAM 0 does not read (the device, BEAM's
+  search limits, the AMD driver's timeout) and its name: its rehearsal is green's computation, so it is not run twice."""
+  red, green = (rehearsal_settings(load_platform(REPO / "profiles" / p / "platform.yaml"), cpus=os.cpu_count())[0]
+                for p in ("tinybox_red", "tinybox_green"))
+  inert = {"SUBMISSION_PLATFORM", "BEAM_UOPS_MAX", "HCQDEV_WAIT_TIMEOUT_MS"}
+  assert {k: v for k, v in red.items() if k not in inert} == {k: v for k, v in green.items() if k not in inert}

@@ -3,7 +3,11 @@
 import re, subprocess, sys
 from pathlib import Path
 
+import pytest
+
 from workflow_helpers import snakemake, write_config
+
+pytestmark = pytest.mark.slow
 
 
 def test_repeated_eval_rows_warn_on_the_console_and_in_the_audit(tmp_path):

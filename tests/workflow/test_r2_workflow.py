@@ -52,6 +52,7 @@ def _jobs(out: str) -> dict[str, int]:
   return stats
 
 
+@pytest.mark.slow
 def test_workflow_downloads_extracted_text_from_r2_and_resumes(server, tmp_path):
   cfg = _r2_config(tmp_path / "r2.yaml", server, "bert-demo-text")
   server.faults["results/part-00003-of-00008"] = "drop"  # the first GET of this topic breaks off mid-file

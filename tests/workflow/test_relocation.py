@@ -5,7 +5,11 @@ and report rules are covered by tests/workflow/test_end_to_end.py, which moves a
 import shutil, subprocess, sys
 from pathlib import Path
 
+import pytest
+
 from workflow_helpers import REPO
+
+pytestmark = pytest.mark.slow
 
 TARGETS = ["results/demo/verified/eval.txt.ok", "results/demo/download/bert_config.json"]
 

@@ -19,6 +19,7 @@ def demo(tmp_path_factory):
   return work
 
 
+@pytest.mark.slow
 def test_demo_builds_verified_text_shards_and_evalset(demo):
   base = demo / BASE
   shards = sorted((base / "shards").glob("*.shard"))
@@ -40,6 +41,7 @@ def test_demo_builds_verified_text_shards_and_evalset(demo):
   assert "100%|" in shard_log and "lines/s" in shard_log, shard_log
 
 
+@pytest.mark.slow
 def test_dry_run_names_exactly_the_edited_topics_chain(demo):
   text = demo / BASE / "results4" / "part-00005-of-00008"
   original = text.read_bytes()
@@ -56,6 +58,7 @@ def test_dry_run_names_exactly_the_edited_topics_chain(demo):
     os.utime(text, ns=(st.st_atime_ns, st.st_mtime_ns))
 
 
+@pytest.mark.slow
 def test_rebuild_one_topic_changes_nothing_else(demo):
   base = demo / BASE
   before = tree_state(base)
@@ -72,11 +75,13 @@ def test_rebuild_one_topic_changes_nothing_else(demo):
   assert "Nothing to be done" in r.stdout + r.stderr, r.stdout + r.stderr
 
 
+@pytest.mark.slow
 def test_same_seed_same_bytes_with_one_core(demo, tmp_path):
   snakemake(tmp_path, "--cores", "1", f"{BASE}/shards/SHA256SUMS")
   assert (tmp_path / BASE / "shards" / "SHA256SUMS").read_bytes() == (demo / BASE / "shards" / "SHA256SUMS").read_bytes()
 
 
+@pytest.mark.slow
 def test_bad_topics_fail_alone_under_keep_going(tmp_path):
   good = demo_topic(0)[:60000]
   bad_utf8 = demo_topic(1)[:60000].replace(b"the ", b"th\xff\xfe ", 7)
@@ -108,6 +113,7 @@ def test_bad_topics_fail_alone_under_keep_going(tmp_path):
   assert leftovers == []
 
 
+@pytest.mark.slow
 def test_vocab_without_special_tokens_is_refused(tmp_path):
   vocab = tmp_path / "vocab.txt"
   vocab.write_text("".join(l for l in (DEMO / "vocab.txt").read_text().splitlines(True) if l.strip() != "[MASK]"))
@@ -121,6 +127,7 @@ def test_vocab_without_special_tokens_is_refused(tmp_path):
   assert not list((base / "shards").glob("*.shard")) if (base / "shards").exists() else True
 
 
+@pytest.mark.slow
 def test_truncated_tarball_stops_at_download(tmp_path):
   corpus = make_corpus(tmp_path / "corpus", {"part-00000-of-00001": demo_topic(0)})
   data = corpus["tarball"].read_bytes()
@@ -145,6 +152,7 @@ def test_bad_config_is_named_before_anything_runs(tmp_path):
   assert "'eval_examples' must be of type integer" in r.stdout + r.stderr
 
 
+@pytest.mark.slow
 def test_touched_tarball_reextracts_but_rebuilds_nothing(demo):
   """A restore or rsync touches the 1.5 MB tarball (too big for Snakemake's checksum): extract reruns, every
   extracted file keeps its time, so no topic is verified or sharded again."""
