@@ -20,6 +20,7 @@ from pathlib import Path
 from mlperf_bert.errors import UserError
 from mlperf_bert.constants import EVAL_SAMPLES, RULESET
 from mlperf_bert.audit.checkers import bert_in_ruleset, compliance_check, rcp_check, supported_rulesets
+from mlperf_bert.audit.forged import check_copies, check_times
 from mlperf_bert.audit.logs import MLPerfLog, olympic_score
 from mlperf_bert.audit.rows import Audit, Rejection, Row, RunVerdict, shorten
 
@@ -106,7 +107,7 @@ def check_compliance(log: MLPerfLog, s: str, ruleset: str) -> list[Row]:
 
 
 def check_run_stop(log: MLPerfLog, s: str) -> list[Row]:
-  if log.converged:
+  if log.converged and (log.run_minutes or 0) >= 0:  # a negative run time is check_times's FAIL
     return [Row("PASS", "run_stop", s, f"status success after {log.run_minutes:.2f} min")]
   return [Row("DROP", "run_stop", s, f"not converged: {log.nonconvergence_reason()}")]
 
@@ -149,11 +150,13 @@ def _check_one_log(audit: Audit, log: MLPerfLog, s: str, *, division: str | None
   rows = audit.extend([*check_encoding(log, s), *check_parse(log, s), *check_benchmark(log, s),
                        *check_division(log, s, division), *check_platform(log, s, expect_platform),
                        *check_org(log, s, expect_org), *check_ruleset_claim(log, s, ruleset),
-                       *check_compliance(log, s, ruleset), *check_run_stop(log, s), *check_init_time(log, s, log_div),
+                       *check_times(log, s), *check_compliance(log, s, ruleset), *check_run_stop(log, s),
+                       *check_init_time(log, s, log_div),
                        *check_eval_samples(log, s, log_div), *check_seed(log, s, log_div)])
   pending = [r for r in rows if isinstance(r, Rejection)]
   passed = {r.check for r in rows if r.status == "PASS"}
-  return "compliance" in passed and "run_stop" in passed and not pending, pending
+  forged = any(r.check == "times" and r.status == "FAIL" for r in rows)
+  return "compliance" in passed and "run_stop" in passed and not pending and not forged, pending
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -216,7 +219,8 @@ def check_rcp(logs: list[MLPerfLog], system: str, division: str | None, ruleset:
 def _check_system(audit: Audit, logs: list[MLPerfLog], names: dict, valid: dict, pending: dict, *, system: str,
                   division: str | None, scoring: bool) -> list[str]:
   """The rows across one system's runs (seeds, identical runs, how many are dropped). Returns the dropped logs."""
-  audit.extend(check_unique_seeds(logs, names, system, division) + check_distinct_runs(logs, names, system))
+  audit.extend(check_unique_seeds(logs, names, system, division)
+               + (check_copies(logs, names, system) or check_distinct_runs(logs, names, system)))
   dropped = [names[id(l)] for l in logs if not valid[id(l)]]
   # olympic scoring drops one run: its rejecting rows are a DROP, as package_checker accepts such a system
   for rows in pending.values():
