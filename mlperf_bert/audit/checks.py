@@ -21,6 +21,7 @@ from mlperf_bert.errors import UserError
 from mlperf_bert.constants import EVAL_SAMPLES, RULESET
 from mlperf_bert.audit.checkers import bert_in_ruleset, compliance_check, rcp_check, supported_rulesets
 from mlperf_bert.audit.forged import check_copies, check_times
+from mlperf_bert.audit.rehearsal import check_rehearsal
 from mlperf_bert.audit.logs import MLPerfLog, olympic_score
 from mlperf_bert.audit.rows import Audit, Rejection, Row, RunVerdict, shorten
 
@@ -247,6 +248,7 @@ def check_logs(audit: Audit, logs: list[MLPerfLog], *, system: str, division: st
       audit.add("FAIL", "read", names[id(log)], f"{log.unread}: not read")
       valid[id(log)] = False
       continue
+    audit.extend(check_rehearsal(log, names[id(log)], scoring))
     valid[id(log)], pending[id(log)] = _check_one_log(audit, log, names[id(log)], division=division, ruleset=ruleset,
                                                       expect_platform=expect_platform, expect_org=expect_org)
   dropped = _check_system(audit, logs, names, valid, pending, system=system, division=division, scoring=scoring)

@@ -189,3 +189,33 @@ def test_scaling_json_is_recomputed_with_the_rcp_checker(red, factor):
   assert f"scaling.json says {factor:g}; mlperf-logging's rcp_checker gives 1 (" in rows[0].reason
   rows, used = check_scaling(logs, bert(red), SYSTEM, division="open", ruleset="4.1.0", shipped=factor)
   assert used == 1.0 and "open division has no RCP" in rows[0].reason
+
+
+def test_a_rehearsals_log_is_not_a_submission(tmp_path):
+  """A log with the `rehearsal` line (train/mllog.py writes it under rehearse=true): FAIL in a received submission,
+  a SKIP of the scoring in a workflow tree, which is rebuilt as a rehearsal of its platform (no config FAIL)."""
+  from mlperf_bert.audit.checks import check_logs
+  from mlperf_bert.audit.logs import read_log
+  from mlperf_bert.audit.rehearsal import rehearsal_config
+  plat = tmp_path / "results" / "tinybox_green-rehearsal"
+  plat.mkdir(parents=True)
+  lines = (DATA / "results" / SYSTEM / "bert" / "result_0.txt").read_text().splitlines(keepends=True)
+  lines.insert(4, ':::MLLOG {"namespace": "", "time_ms": 1728516945306, "event_type": "POINT_IN_TIME", "key": '
+               '"rehearsal", "value": "tinybox_green rehearsed on the CPU: not a submission", "metadata": {}}\n')
+  log = plat / "result_bert_0.log"
+  log.write_text("".join(lines))
+  for scoring, status in ((True, "FAIL"), (False, "SKIP")):
+    audit = Audit(str(tmp_path), "org", "4.1.0")
+    check_logs(audit, [read_log(log)], system="s", division="closed", ruleset="4.1.0", expect_count=None,
+               scoring=scoring)
+    [r] = [r for r in audit.rows if r.check == "rehearsal"]
+    assert r.status == status and r.reason.startswith("rehearsal: not a submission"), r
+  over = {}
+  rehearsal_config([log], over)
+  assert over == {"rehearse": "true", "platform": "tinybox_green"}
+  over = {"rehearse": "false"}
+  rehearsal_config([log], over)
+  assert over == {"rehearse": "false"}
+  shutil.copy(DATA / "results" / SYSTEM / "bert" / "result_1.txt", plat / "result_bert_1.log")  # not all say so
+  rehearsal_config(sorted(plat.glob("*.log")), over := {})
+  assert over == {}
