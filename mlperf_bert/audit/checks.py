@@ -20,7 +20,7 @@ from pathlib import Path
 from mlperf_bert.errors import UserError
 from mlperf_bert.constants import EVAL_SAMPLES, RULESET
 from mlperf_bert.audit.checkers import bert_in_ruleset, compliance_check, rcp_check, supported_rulesets
-from mlperf_bert.audit.forged import check_copies, check_times
+from mlperf_bert.audit.forged import TIME_CHECKS, check_copies, check_times
 from mlperf_bert.audit.rehearsal import check_rehearsal
 from mlperf_bert.audit.logs import MLPerfLog, olympic_score
 from mlperf_bert.audit.rows import Audit, Rejection, Row, RunVerdict, shorten
@@ -108,7 +108,9 @@ def check_compliance(log: MLPerfLog, s: str, ruleset: str) -> list[Row]:
 
 
 def check_run_stop(log: MLPerfLog, s: str) -> list[Row]:
-  if log.converged and (log.run_minutes or 0) >= 0:  # a negative run time is check_times's FAIL
+  if log.converged and (log.run_minutes or 0) < 0:
+    return []  # a negative run time: check_times's FAIL
+  if log.converged:
     return [Row("PASS", "run_stop", s, f"status success after {log.run_minutes:.2f} min")]
   return [Row("DROP", "run_stop", s, f"not converged: {log.nonconvergence_reason()}")]
 
@@ -156,7 +158,7 @@ def _check_one_log(audit: Audit, log: MLPerfLog, s: str, *, division: str | None
                        *check_eval_samples(log, s, log_div), *check_seed(log, s, log_div)])
   pending = [r for r in rows if isinstance(r, Rejection)]
   passed = {r.check for r in rows if r.status == "PASS"}
-  forged = any(r.check == "times" and r.status == "FAIL" for r in rows)
+  forged = any(r.check in TIME_CHECKS and r.status == "FAIL" for r in rows)
   return "compliance" in passed and "run_stop" in passed and not pending and not forged, pending
 
 

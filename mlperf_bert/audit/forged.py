@@ -55,8 +55,8 @@ def check_times(log: MLPerfLog, s: str, now_ms: float | None = None) -> list[Row
       + ": no MLPerf run's clock reads that; the log was edited"))
   start, stop = log.first("run_start"), log.first("run_stop")
   if start and stop and stop.time_ms < start.time_ms:
-    rows.append(Row("FAIL", "times", s, f"run_stop (line {stop.lineno}) is {(start.time_ms - stop.time_ms) / 1000:,.1f} s "
-                    f"before run_start (line {start.lineno}): a negative run time; the log was edited"))
+    rows.append(Row("FAIL", "times", s, f"run_stop (line {stop.lineno}) is {(start.time_ms - stop.time_ms) / 1000:,.1f} "
+                    f"s before run_start (line {start.lineno}): a negative run time; the log was edited"))
   return rows
 
 

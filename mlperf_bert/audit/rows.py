@@ -94,7 +94,8 @@ def shorten(items: list[str], n: int = 3) -> str:
 # ----------------------------------------------------------------------------------------------------------------
 def format_table(audit: Audit) -> str:
   kinds = {"org": "submission org directory", "orgs": "directory of submission orgs", "basedir": "workflow basedir"}
-  out = [f"MLPerf BERT audit of {printable(audit.path)} ({kinds.get(audit.kind, audit.kind)}; ruleset training {audit.ruleset})", ""]
+  out = [f"MLPerf BERT audit of {printable(audit.path)} ({kinds.get(audit.kind, audit.kind)}; ruleset training "
+         f"{audit.ruleset})", ""]
   w_check = max([len("CHECK")] + [len(r.check) for r in audit.rows])
   w_subj = max([len("SUBJECT")] + [len(r.subject) for r in audit.rows])
   out.append(f"{'STATUS':<6}  {'CHECK':<{w_check}}  {'SUBJECT':<{w_subj}}  REASON")
