@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 TOKEN = ":::MLLOG"
 MAX_JSON_DEPTH = 64               # nesting of arrays/objects in any JSON the audit parses
+REHEARSAL_KEY = "rehearsal"       # a rehearsal's line (rehearse=true): train/mllog.py writes it, the audit reads it
 
 
 @dataclass(frozen=True)

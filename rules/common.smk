@@ -20,7 +20,8 @@ from mlperf_bert.data.extract import topics as manifest_topics
 from mlperf_bert.errors import UserError
 from mlperf_bert.snakejob import lock_basedir, record_command
 from mlperf_bert.train.hparams import load_platform, resolve, rule_params, train_gpus, train_resources
-from mlperf_bert.train.rehearsal import RESOURCES as REHEARSAL_RESOURCES, rehearsal_settings
+from mlperf_bert.train.rehearsal import RESOURCES as REHEARSAL_RESOURCES, rehearsal_notes, rehearsal_settings
+from mlperf_bert.train.rehearsal import check_overrides as check_rehearsal_overrides
 
 min_version("9.0")
 
@@ -135,13 +136,17 @@ SEEDS = [int(s) for s in config.get("seeds", [0])]
 try:
     PLATFORM_SETTINGS = load_platform(PLATFORM_FILE)
     REHEARSAL_NOTES = []
+    check_rehearsal_overrides(config.get("train"), REHEARSE)  # a rehearsal is never closed
     if REHEARSE:
+        _profile = PLATFORM_SETTINGS
         PLATFORM_SETTINGS, REHEARSAL_NOTES = rehearsal_settings(PLATFORM_SETTINGS)
-        for _note in REHEARSAL_NOTES:
-            print(_note, file=sys.stderr)
     TRAIN_RESOURCES = {**train_resources(PLATFORM_FILE), **(REHEARSAL_RESOURCES if REHEARSE else {})}
     # resolved once here, so that a bad platform file or `train:` override stops the workflow before any job runs
     RESOLVED = resolve(PLATFORM_SETTINGS, config.get("train") or {}, seed=0, eval_examples=config["eval_examples"])
+    if REHEARSE:  # the settings the run really has, the `train:` overrides applied
+        REHEARSAL_NOTES = rehearsal_notes(_profile, RESOLVED) + REHEARSAL_NOTES
+        for _note in REHEARSAL_NOTES:
+            print(_note, file=sys.stderr)
 except UserError as e:
     raise WorkflowError(f"platform {PLATFORM!r}: {e}")
 

@@ -4,13 +4,14 @@
 # initial weights as the TF checkpoint train_bert loads (mlperf_bert/train/tinygrad_trainer.py); then train_bert's
 # INIT and RUN processes, as run_and_time.sh runs them, write result_bert_<seed>.log with its train record.
 # Everything of this trainer lives under {basedir}/tinygrad/; nothing else of the workflow reads it.
-from mlperf_bert.train.tinygrad_source import parse_source
+from mlperf_bert.train.tinygrad_source import check_local, parse_source
 from mlperf_bert.train.tinygrad_trainer import check_settings, eval_overrides
 
 TRAINER = config.get("trainer", "project")
 try:
     TINYGRAD_SOURCE = parse_source(config.get("tinygrad_source"))
     if TRAINER == "tinygrad":
+        check_local(TINYGRAD_SOURCE, REPO)  # a local checkout that is not there stops the workflow at planning
         # train_bert evaluates at least 10,000 samples: a platform with fewer (the demo) evaluates 100 x 100
         _train = eval_overrides(RESOLVED, config.get("train") or {})
         if _train != (config.get("train") or {}):

@@ -105,12 +105,21 @@ def system_desc_check(json_path: str | os.PathLike, ruleset: str = RULESET) -> t
 def rcp_check(bert_dir: str | os.PathLike, ruleset: str = RULESET) -> tuple[bool, str]:
   """mlperf-logging's RCP check of a result directory, as `python -m mlperf_logging.rcp_checker DIR
   --rcp_usage training --rcp_version RULESET` runs it (pruned RCPs, epoch_num not train_samples)."""
+  ok, msg, _ = rcp_scaling(bert_dir, ruleset)
+  return ok, msg
+
+
+def rcp_scaling(bert_dir: str | os.PathLike, ruleset: str = RULESET) -> tuple[bool, str, float]:
+  """rcp_check and the scaling factor package_checker has the rcp_checker write into the directory's scaling.json
+  (`check_directory(..., set_scaling=True)`, which deletes any file there first): the RCP mean over the
+  submission's mean epochs when the check passes and the submission converged faster than the RCP mean, else no
+  file (1.0). Computed without writing anything."""
   with captured_logging():
     try:
-      ok, msg, _ = rcp_checker.check_directory(str(bert_dir), USAGE, ruleset, False, False, rcp_pass="pruned_rcps")
+      ok, msg, norm = rcp_checker.check_directory(str(bert_dir), USAGE, ruleset, False, False, rcp_pass="pruned_rcps")
     except Exception as e:
-      return False, f"rcp_checker stopped: {type(e).__name__}: {e}"
-  return bool(ok), msg
+      return False, f"rcp_checker stopped: {type(e).__name__}: {e}", 1.0
+  return bool(ok), msg, float(norm) if ok and norm > 1 else 1.0
 
 
 def _copy_package(org_dir: Path, dest: Path) -> Path:

@@ -20,6 +20,8 @@ from pathlib import Path
 from mlperf_bert.errors import UserError
 from mlperf_bert.constants import EVAL_SAMPLES, RULESET
 from mlperf_bert.audit.checkers import bert_in_ruleset, compliance_check, rcp_check, supported_rulesets
+from mlperf_bert.audit.forged import TIME_CHECKS, check_copies, check_times
+from mlperf_bert.audit.rehearsal import check_rehearsal
 from mlperf_bert.audit.logs import MLPerfLog, olympic_score
 from mlperf_bert.audit.rows import Audit, Rejection, Row, RunVerdict, shorten
 
@@ -106,6 +108,8 @@ def check_compliance(log: MLPerfLog, s: str, ruleset: str) -> list[Row]:
 
 
 def check_run_stop(log: MLPerfLog, s: str) -> list[Row]:
+  if log.converged and (log.run_minutes or 0) < 0:
+    return []  # a negative run time: check_times's FAIL
   if log.converged:
     return [Row("PASS", "run_stop", s, f"status success after {log.run_minutes:.2f} min")]
   return [Row("DROP", "run_stop", s, f"not converged: {log.nonconvergence_reason()}")]
@@ -149,11 +153,13 @@ def _check_one_log(audit: Audit, log: MLPerfLog, s: str, *, division: str | None
   rows = audit.extend([*check_encoding(log, s), *check_parse(log, s), *check_benchmark(log, s),
                        *check_division(log, s, division), *check_platform(log, s, expect_platform),
                        *check_org(log, s, expect_org), *check_ruleset_claim(log, s, ruleset),
-                       *check_compliance(log, s, ruleset), *check_run_stop(log, s), *check_init_time(log, s, log_div),
+                       *check_times(log, s), *check_compliance(log, s, ruleset), *check_run_stop(log, s),
+                       *check_init_time(log, s, log_div),
                        *check_eval_samples(log, s, log_div), *check_seed(log, s, log_div)])
   pending = [r for r in rows if isinstance(r, Rejection)]
   passed = {r.check for r in rows if r.status == "PASS"}
-  return "compliance" in passed and "run_stop" in passed and not pending, pending
+  forged = any(r.check in TIME_CHECKS and r.status == "FAIL" for r in rows)
+  return "compliance" in passed and "run_stop" in passed and not pending and not forged, pending
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -216,7 +222,8 @@ def check_rcp(logs: list[MLPerfLog], system: str, division: str | None, ruleset:
 def _check_system(audit: Audit, logs: list[MLPerfLog], names: dict, valid: dict, pending: dict, *, system: str,
                   division: str | None, scoring: bool) -> list[str]:
   """The rows across one system's runs (seeds, identical runs, how many are dropped). Returns the dropped logs."""
-  audit.extend(check_unique_seeds(logs, names, system, division) + check_distinct_runs(logs, names, system))
+  audit.extend(check_unique_seeds(logs, names, system, division)
+               + (check_copies(logs, names, system) or check_distinct_runs(logs, names, system)))
   dropped = [names[id(l)] for l in logs if not valid[id(l)]]
   # olympic scoring drops one run: its rejecting rows are a DROP, as package_checker accepts such a system
   for rows in pending.values():
@@ -243,6 +250,7 @@ def check_logs(audit: Audit, logs: list[MLPerfLog], *, system: str, division: st
       audit.add("FAIL", "read", names[id(log)], f"{log.unread}: not read")
       valid[id(log)] = False
       continue
+    audit.extend(check_rehearsal(log, names[id(log)], scoring))
     valid[id(log)], pending[id(log)] = _check_one_log(audit, log, names[id(log)], division=division, ruleset=ruleset,
                                                       expect_platform=expect_platform, expect_org=expect_org)
   dropped = _check_system(audit, logs, names, valid, pending, system=system, division=division, scoring=scoring)

@@ -15,6 +15,7 @@ from mlperf_bert.constants import RULESET
 from mlperf_bert.audit.checkers import (bert_in_ruleset, package_checker, package_checker_errors, result_summarizer,
                                         system_desc_check)
 from mlperf_bert.audit.checks import RESULT_COUNT, check_logs, check_ruleset, detect_kind, is_org_dir
+from mlperf_bert.audit.forged import TIME_CHECKS, check_scaling
 from mlperf_bert.audit.rows import Audit, shorten
 from mlperf_bert.audit.logs import MLPerfLog, read_log
 from mlperf_bert.audit.untrusted import MAX_JSON_BYTES, MAX_LOG_BYTES, MAX_LOGS_CHECKED, problem, read_json
@@ -125,12 +126,17 @@ def _audit_system(audit: Audit, org_dir: Path, sysdir: Path, ruleset: str) -> tu
   factor, why = scaling_factor(bert, org_dir)
   if why:
     audit.add("FAIL", "scaling", system, f"results/{system}/bert/scaling.json {why}")
-  elif factor != 1.0:
-    audit.add("PASS", "scaling", system, f"scaling.json: the olympic mean is multiplied by {factor:.6g}")
   logs = _read_logs(paths, org_dir)
+  before = len(audit.rows)
   score = check_logs(audit, logs, system=system, division=division, ruleset=ruleset, subject_prefix=f"{system}/",
                      expect_platform=system, expect_org=org_dir.name, bert_dir=bert)
-  return score, factor, unsafe or why is not None or any(l.unread or l.over_bounds for l in logs)
+  # a forged clock: the official tools would score the edited numbers (a NaN run_stop is no score mismatch)
+  forged = any(r.status == "FAIL" and r.check in TIME_CHECKS for r in audit.rows[before:])
+  if why is None:  # the factor the rcp_checker writes, never the file's word for it
+    rows, factor = check_scaling(logs, bert, system, division=division, ruleset=ruleset,
+                                 shipped=factor if os.path.lexists(bert / "scaling.json") else None)
+    audit.extend(rows)
+  return score, factor, unsafe or why is not None or forged or any(l.unread or l.over_bounds for l in logs)
 
 
 def _compare_scores(audit: Audit, org: str, mine: dict, summ: dict) -> None:

@@ -4,6 +4,17 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 
+def printable(text: object) -> str:
+  """`text` on one line that cannot fake table lines: every control, format, separator or unassigned character (a
+  newline, a carriage return, an escape sequence, a right-to-left override in a received file name) is written as
+  Python's repr writes it (\\n, \\x1b, \\u202e). Escaped text has none of them, so escaping twice changes nothing."""
+  s = str(text)
+  if s.isprintable(): return s
+  return "".join(ch if ch.isprintable() or ch == " " else
+                 {"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(ch) or (f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else
+                 f"\\u{ord(ch):04x}" if ord(ch) < 0x10000 else f"\\U{ord(ch):08x}") for ch in s)
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # the audit's rows
 # ----------------------------------------------------------------------------------------------------------------
@@ -16,6 +27,9 @@ class Row:
   check: str
   subject: str
   reason: str = ""
+
+  def __post_init__(self):  # a received file's name is printed in these: never a line break or escape sequence
+    self.check, self.subject, self.reason = printable(self.check), printable(self.subject), printable(self.reason)
 
 
 @dataclass
@@ -31,6 +45,9 @@ class RunVerdict:
   minutes: float | None
   accuracy: float | None
   verdict: str
+
+  def __post_init__(self):
+    self.file, self.verdict = printable(self.file), printable(self.verdict)
 
 
 @dataclass
@@ -77,12 +94,13 @@ def shorten(items: list[str], n: int = 3) -> str:
 # ----------------------------------------------------------------------------------------------------------------
 def format_table(audit: Audit) -> str:
   kinds = {"org": "submission org directory", "orgs": "directory of submission orgs", "basedir": "workflow basedir"}
-  out = [f"MLPerf BERT audit of {audit.path} ({kinds.get(audit.kind, audit.kind)}; ruleset training {audit.ruleset})", ""]
+  out = [f"MLPerf BERT audit of {printable(audit.path)} ({kinds.get(audit.kind, audit.kind)}; ruleset training "
+         f"{audit.ruleset})", ""]
   w_check = max([len("CHECK")] + [len(r.check) for r in audit.rows])
   w_subj = max([len("SUBJECT")] + [len(r.subject) for r in audit.rows])
   out.append(f"{'STATUS':<6}  {'CHECK':<{w_check}}  {'SUBJECT':<{w_subj}}  REASON")
   for r in audit.rows:
-    out.append(f"{r.status:<6}  {r.check:<{w_check}}  {r.subject:<{w_subj}}  {r.reason}")
+    out.append(f"{r.status:<6}  {printable(r.check):<{w_check}}  {printable(r.subject):<{w_subj}}  {printable(r.reason)}")
   if audit.runs:
     out += ["", "Runs:"]
     w_file = max(len(v.file) for v in audit.runs)
@@ -90,13 +108,14 @@ def format_table(audit: Audit) -> str:
     for v in audit.runs:
       mins = f"{v.minutes:8.2f}" if v.minutes is not None else f"{'-':>8}"
       acc = f"{v.accuracy:8.4f}" if v.accuracy is not None else f"{'-':>8}"
-      out.append(f"  {v.file:<{w_file}}  {v.seed if v.seed is not None else '-':>6}  {mins}  {acc}  {v.verdict}")
+      out.append(f"  {printable(v.file):<{w_file}}  {v.seed if v.seed is not None else '-':>6}  {mins}  {acc}  "
+                 f"{printable(v.verdict)}")
   if audit.scores:
     out += ["", "Scores (olympic mean, minutes):"]
     for k, s in audit.scores.items():
       mine = f"{s['score']:.2f}" if s.get("score") is not None else "none"
       theirs = s.get("result_summarizer")
-      out.append(f"  {k}: {mine}" + (f"   (result_summarizer: {theirs:.2f})" if theirs is not None else ""))
+      out.append(f"  {printable(k)}: {mine}" + (f"   (result_summarizer: {theirs:.2f})" if theirs is not None else ""))
   c = audit.counts()
   out += ["", "Summary: " + ", ".join(f"{c[s]} {s}" for s in STATUSES) + f" -> {'FAIL' if audit.failed else 'PASS'}"]
   return "\n".join(out)

@@ -12,6 +12,7 @@ from mlperf_bert.audit.rows import Audit, Row, shorten
 from mlperf_bert.audit.org import audit_org, audit_submission
 from mlperf_bert.audit.chain import check_chain, recorded_preprocessing
 from mlperf_bert.audit.logs import MLPerfLog, read_log
+from mlperf_bert.audit.rehearsal import rehearsal_config
 
 # ----------------------------------------------------------------------------------------------------------------
 # a finished workflow tree (basedir)
@@ -314,8 +315,9 @@ def audit_basedir(path: str | os.PathLike, *, ruleset: str = RULESET, strict: bo
   wd = Path(workdir) if workdir else wf
   configfiles = list(configfiles or [])
   overrides = config_overrides(config)
-  now_cfg = config_now(base, wf, wd, configfiles, overrides, resolved_config)
   logs = sorted(base.glob("results/*/result_bert_*.log"))
+  rehearsal_config(logs, overrides)  # a rehearsal's tree is rebuilt as a rehearsal (audit/rehearsal.py)
+  now_cfg = config_now(base, wf, wd, configfiles, overrides, resolved_config)
   if dry_run:
     audit.extend(check_dry_run(base, logs, wf, wd, configfiles, overrides, now_cfg))
   else:

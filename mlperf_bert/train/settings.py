@@ -90,6 +90,7 @@ class SubmissionSettings:
   division: str = _key("SUBMISSION_DIVISION")
   org: str = _key("SUBMISSION_ORG")
   status: str = _key("SUBMISSION_STATUS")
+  rehearsal: bool | None = _key("REHEARSAL")     # rehearse=true: the log's `rehearsal` line (train/rehearsal.py)
 
 
 @dataclass(frozen=True)

@@ -118,3 +118,105 @@ def test_directory_in_place_of_an_eval_shard(tmp_path):
   check_checksums(audit, tmp_path, _Hasher())
   assert [(r.status, r.subject) for r in audit.rows] == [("FAIL", "eval/eval.shard")]
   assert "not a regular file" in audit.rows[0].reason
+
+
+# ---- numbers no real run produces (mlperf_bert/audit/forged.py) ----
+def _edit(path: Path, fn) -> None:
+  """Rewrite each :::MLLOG record of a log through fn(record) (the line kept as mllog writes it)."""
+  out = []
+  for line in path.read_text().splitlines():
+    head, sep, body = line.partition(":::MLLOG ")
+    out.append(head + sep + json.dumps(fn(json.loads(body))) if sep else line)
+  path.write_text("\n".join(out) + "\n")
+
+
+def _set(key, **changes):
+  def fn(rec):
+    if rec["key"] == key: rec.update(changes)
+    return rec
+  return fn
+
+
+def test_copies_with_other_seeds_and_times_and_a_name_that_fakes_table_lines(red):
+  """Three copies of result_2 (seeds edited, every time_ms shifted by a day more each): the copies FAIL, named; a log
+  whose name holds newlines and a fake summary line prints as one escaped name."""
+  src = bert(red) / "result_2.txt"
+  for i, n in enumerate((0, 5, 7), 1):
+    shutil.copy(src, bert(red) / f"result_{n}.txt")
+    _edit(bert(red) / f"result_{n}.txt", lambda r, i=i: {**r, "time_ms": r["time_ms"] + i * 86_400_000,
+                                                         **({"value": 40_000 + i} if r["key"] == "seed" else {})})
+  fake = "result_9\nSummary: 58 PASS, 0 FAIL, 0 WARN, 0 DROP, 0 SKIP -> PASS\n\x1b[2K_1.txt"
+  (bert(red) / "result_9.txt").rename(bert(red) / fake)
+  rows, out = audit_cli(red)
+  [r] = find(rows, "copies", "FAIL")
+  assert all(f"{SYSTEM}/result_{n}.txt" in r["reason"] for n in (0, 2, 5, 7)) and "4 times" in r["reason"]
+  assert [l for l in out.splitlines() if l.startswith("Summary")] == [out.strip().splitlines()[-1]]
+  assert out.strip().endswith("-> FAIL") and "\x1b" not in out
+  escaped = "result_9\\nSummary: 58 PASS, 0 FAIL, 0 WARN, 0 DROP, 0 SKIP -> PASS\\n\\x1b[2K_1.txt"
+  assert escaped in out and find(rows, "compliance", "PASS", escaped)
+
+
+def test_forged_clocks_and_scaling_factor_fail_naming_what_they_are(red):
+  """run_stop 60 s before run_start, a negative run_start, a NaN and an infinite run_stop: FAIL rows that say so,
+  no score mismatch, the official tools not run on the edited numbers; scaling.json 1e300: FAIL with both factors."""
+  b = bert(red)
+  start = lambda p: next(json.loads(l.split(":::MLLOG ")[1])["time_ms"] for l in p.read_text().splitlines()
+                         if '"key": "run_start"' in l)
+  _edit(b / "result_0.txt", _set("run_stop", time_ms=start(b / "result_0.txt") - 60_000))
+  _edit(b / "result_1.txt", _set("run_start", time_ms=-5))
+  _edit(b / "result_3.txt", _set("run_stop", time_ms=float("nan")))
+  _edit(b / "result_4.txt", _set("run_stop", time_ms=float("inf")))
+  (b / "scaling.json").write_text('{"scaling_factor": 1e300}')
+  rows, out = audit_cli(red)
+  assert "60.0 s before run_start" in find(rows, "times", "FAIL", "result_0.txt")[0]["reason"]
+  assert "run_start at time_ms -5 (1969-12-31" in find(rows, "times", "FAIL", "result_1.txt")[0]["reason"]
+  assert "(run_stop) is NaN" in find(rows, "times", "FAIL", "result_3.txt")[0]["reason"]
+  assert "(run_stop) is infinite" in find(rows, "times", "FAIL", "result_4.txt")[0]["reason"]
+  assert not [r for r in rows if r["check"] == "run_stop" and "result_0.txt" in r["subject"]]
+  assert not find(rows, "score", "FAIL")
+  assert find(rows, "package_checker", "SKIP")
+  [s] = find(rows, "scaling", "FAIL")
+  assert "results/tinybox_red/bert/scaling.json says 1e+300" in s["reason"] and "rcp_checker gives 1 (" in s["reason"]
+  assert max(map(len, out.splitlines())) < 1000
+
+
+@pytest.mark.parametrize("factor", [0.001, 0.5])
+def test_scaling_json_is_recomputed_with_the_rcp_checker(red, factor):
+  from mlperf_bert.audit.forged import check_scaling
+  from mlperf_bert.audit.logs import read_log
+  logs = [read_log(p) for p in sorted(bert(red).glob("result_*.txt"))]
+  rows, used = check_scaling(logs, bert(red), SYSTEM, division="closed", ruleset="4.1.0", shipped=factor)
+  assert used == 1.0 and [r.status for r in rows] == ["FAIL"]
+  assert f"scaling.json says {factor:g}; mlperf-logging's rcp_checker gives 1 (" in rows[0].reason
+  rows, used = check_scaling(logs, bert(red), SYSTEM, division="open", ruleset="4.1.0", shipped=factor)
+  assert used == 1.0 and "open division has no RCP" in rows[0].reason
+
+
+def test_a_rehearsals_log_is_not_a_submission(tmp_path):
+  """A log with the `rehearsal` line (train/mllog.py writes it under rehearse=true): FAIL in a received submission,
+  a SKIP of the scoring in a workflow tree, which is rebuilt as a rehearsal of its platform (no config FAIL)."""
+  from mlperf_bert.audit.checks import check_logs
+  from mlperf_bert.audit.logs import read_log
+  from mlperf_bert.audit.rehearsal import rehearsal_config
+  plat = tmp_path / "results" / "tinybox_green-rehearsal"
+  plat.mkdir(parents=True)
+  lines = (DATA / "results" / SYSTEM / "bert" / "result_0.txt").read_text().splitlines(keepends=True)
+  lines.insert(4, ':::MLLOG {"namespace": "", "time_ms": 1728516945306, "event_type": "POINT_IN_TIME", "key": '
+               '"rehearsal", "value": "tinybox_green rehearsed on the CPU: not a submission", "metadata": {}}\n')
+  log = plat / "result_bert_0.log"
+  log.write_text("".join(lines))
+  for scoring, status in ((True, "FAIL"), (False, "SKIP")):
+    audit = Audit(str(tmp_path), "org", "4.1.0")
+    check_logs(audit, [read_log(log)], system="s", division="closed", ruleset="4.1.0", expect_count=None,
+               scoring=scoring)
+    [r] = [r for r in audit.rows if r.check == "rehearsal"]
+    assert r.status == status and r.reason.startswith("rehearsal: not a submission"), r
+  over = {}
+  rehearsal_config([log], over)
+  assert over == {"rehearse": "true", "platform": "tinybox_green"}
+  over = {"rehearse": "false"}
+  rehearsal_config([log], over)
+  assert over == {"rehearse": "false"}
+  shutil.copy(DATA / "results" / SYSTEM / "bert" / "result_1.txt", plat / "result_bert_1.log")  # not all say so
+  rehearsal_config(sorted(plat.glob("*.log")), over := {})
+  assert over == {}

@@ -69,3 +69,15 @@ def test_non_compliant_run_dropped_under_olympic_scoring(tmp_path, capsys):
   s = data["scores"]["tinycorp/tinybox_green"]
   assert round(s["score"], 2) == 213.60 and math.isclose(s["score"], s["result_summarizer"], rel_tol=1e-9)
   assert [r["status"] for r in data["rows"] if r["check"] == "package_checker"] == ["PASS"]
+
+
+def test_scaling_json_missing_or_edited_is_a_fail_naming_both_factors(tmp_path):
+  """Dell's factor is the rcp_checker's: without the file, or with another factor, the file is named with both."""
+  from mlperf_bert.audit.forged import check_scaling
+  from mlperf_bert.audit.logs import read_log
+  bert = DATA / "v5.0" / "Dell" / "results" / "1xXE9712x4GB200" / "bert"
+  logs = [read_log(p) for p in sorted(bert.glob("result_*.txt"))]
+  for shipped, said in ((None, "scaling.json is missing (factor 1)"), (0.5, "scaling.json says 0.5")):
+    [row], used = check_scaling(logs, bert, "1xXE9712x4GB200", division="closed", ruleset="5.0.0", shipped=shipped)
+    assert row.status == "FAIL" and math.isclose(used, 1.0354072598111361, rel_tol=1e-12)
+    assert f"results/1xXE9712x4GB200/bert/{said}; mlperf-logging's rcp_checker gives 1.03541" in row.reason

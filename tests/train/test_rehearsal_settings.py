@@ -7,8 +7,14 @@ import pytest
 import yaml
 
 from workflow_helpers import REPO, snakemake
+from mlperf_bert.audit.checkers import compliance_check
+from mlperf_bert.audit.logs import read_log
+from mlperf_bert.errors import UserError
+from mlperf_bert.mlperf_log import REHEARSAL_KEY
 from mlperf_bert.train.hparams import load_platform, resolve
-from mlperf_bert.train.rehearsal import MAX_EVAL_PER_DEVICE, PER_DEVICE_BATCH, REHEARSAL, rehearsal_settings
+from mlperf_bert.train.mllog import ResultLog
+from mlperf_bert.train.rehearsal import (MAX_EVAL_PER_DEVICE, PER_DEVICE_BATCH, REHEARSAL, check_overrides,
+                                         rehearsal_notes, rehearsal_settings)
 
 GPU_PROFILES = ["tinybox_green", "tinybox_red", "tinybox_8xMI300X", "dev_1gpu"]
 CHANGED = set(REHEARSAL) | {"GPUS", "BS", "EVAL_BS", "EVAL_SAMPLES"}
@@ -53,3 +59,61 @@ def test_red_rehearses_exactly_as_green():
                 for p in ("tinybox_red", "tinybox_green"))
   inert = {"SUBMISSION_PLATFORM", "BEAM_UOPS_MAX", "HCQDEV_WAIT_TIMEOUT_MS"}
   assert {k: v for k, v in red.items() if k not in inert} == {k: v for k, v in green.items() if k not in inert}
+
+def _rehearsal_run(profile="tinybox_green", **over):
+  plat = load_platform(REPO / "profiles" / profile / "platform.yaml")
+  settings, gpu_notes = rehearsal_settings(plat, cpus=2)
+  run = resolve(settings, over, seed=0, eval_examples=10000)
+  return plat, run, rehearsal_notes(plat, run) + gpu_notes
+
+
+def test_notes_state_the_settings_the_run_really_has():
+  _, run, notes = _rehearsal_run(TRAIN_STEPS=20, EVAL_STEP_FREQ=5, TARGET=0.001)
+  assert run.optimizer.train_steps == 20 and run.submission.division == "open" and run.submission.rehearsal
+  said = notes[0]
+  assert "20 steps with an eval every 5" in said and "target 0.001" in said and "division open" in said
+  assert "12 steps" not in said and "GPUS 6 -> 2 CPU devices" in notes[1]
+
+
+def test_a_rehearsal_is_never_closed():
+  check_overrides({"SUBMISSION_DIVISION": "open", "TARGET": 0.001}, rehearse=True)
+  check_overrides({"SUBMISSION_DIVISION": "closed"}, rehearse=False)
+  with pytest.raises(UserError, match="never a closed-division result"):
+    check_overrides({"SUBMISSION_DIVISION": "closed", "TARGET": 0.001}, rehearse=True)
+  with pytest.raises(UserError, match="set by rehearse=true alone"):
+    check_overrides({"REHEARSAL": False}, rehearse=True)
+
+
+def test_workflow_refuses_a_closed_rehearsal_at_planning(tmp_path):
+  r = snakemake(tmp_path, "-n", "--config", f"basedir={tmp_path / 'base'}", "rehearse=true",
+                "train={SUBMISSION_DIVISION: closed, TARGET: 0.001}", check=False)
+  out = r.stdout + r.stderr
+  lines = [l for l in out.splitlines() if "SUBMISSION_DIVISION" in l and "Command" not in l]
+  assert r.returncode != 0 and len(lines) == 1 and "never a closed-division result" in lines[0], out
+  assert "rule train" not in out
+
+
+def test_the_rehearsal_log_says_so_and_passes_the_compliance_checker(tmp_path):
+  """The log written by the project's ResultLog with a rehearsal's settings: its `rehearsal` line, then the checker."""
+  _, run, _ = _rehearsal_run()
+  path = tmp_path / "result_bert_0.log"
+  with ResultLog(path, echo=False) as log:
+    log.init_header(run.submission, cache_cleared=True)
+    log.init_stop()
+    log.run_header(run, 128, 20)
+    gbs = run.global_batch_size
+    log.epoch_start(0)
+    for step in range(4, 13, 4):
+      log.block_start((step - 4) * gbs, step - 4)
+      log.block_stop(step, 4)
+      log.eval_start(step * gbs, step)
+      log.eval_stop(step * gbs, step, run.eval.logged_samples)
+      log.eval_accuracy(0.1 * step / 4, step * gbs)
+    log.epoch_stop(12 * gbs)
+    log.run_stop(True, 12 * gbs)
+  [line] = [l for l in path.read_text().splitlines() if '"key": "rehearsal"' in l]
+  assert line.startswith(":::MLLOG") and "tinybox_green rehearsed on the CPU: not a submission" in line
+  ok, msgs = compliance_check(path)
+  assert ok, msgs
+  lg = read_log(path)
+  assert lg.value(REHEARSAL_KEY) and lg.division == "open"

@@ -172,6 +172,60 @@ def test_a_plain_directory_verifies_only_for_the_pinned_commit(fake_repo, tmp_pa
     bring_checkout(Source("path", str(plain), PINNED_COMMIT), tmp_path / "c", tmp_path / "c.json", repo=REPO)
 
 
+def _rev(*a, cwd) -> str:
+  return subprocess.run(["git", *a], cwd=cwd, capture_output=True, text=True, check=True).stdout.strip()
+
+
+def test_replace_ref_does_not_pass_a_changed_train_script_as_the_commit(fake_repo, tmp_path):
+  """refs/replace/<commit> makes git show another commit under the commit's name: its tree is not believed."""
+  src, commit = fake_repo
+  (src / "examples" / "mlperf" / "model_train.py").write_text("print('changed')\n")
+  _git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "changed", cwd=src)
+  forged = _rev("rev-parse", "HEAD", cwd=src)
+  _git("replace", commit, forged, cwd=src)
+  assert (src / ".git" / "refs" / "replace" / commit).is_file()
+  assert _rev("rev-parse", f"{commit}^{{tree}}", cwd=src) == _rev("rev-parse", "HEAD^{tree}", cwd=src)  # git is fooled
+  with pytest.raises(UserError, match=r"not the tree .* of commit"):
+    bring_checkout(Source("path", str(src), commit), tmp_path / "c" / "checkout", tmp_path / "c" / "c.json", repo=REPO)
+  assert not (tmp_path / "c" / "checkout").exists() and not (tmp_path / "c" / "c.json").exists()
+  # GIT_REPLACE_REF_BASE or GIT_DIR in the environment change nothing: git runs without inherited GIT_* settings
+  os.environ["GIT_REPLACE_REF_BASE"] = "refs/elsewhere/"
+  try:
+    with pytest.raises(UserError, match="not the tree"):
+      bring_checkout(Source("path", str(src), commit), tmp_path / "d", tmp_path / "d.json", repo=REPO)
+  finally:
+    del os.environ["GIT_REPLACE_REF_BASE"]
+
+
+def test_tree_id_is_gits_without_git(tmp_path, monkeypatch):
+  """Hashed in Python (no git on the PATH): executable bits, symlinks, nested and empty folders, git's order (a
+  folder sorts as its name + '/')."""
+  d = tmp_path / "t"
+  for rel, text in {"a.b": "2", "a-b": "3", "a0/x": "1", "a/x": "4", "a/y/z": "5", "b c": "6", "run.sh": "7"}.items():
+    (d / rel).parent.mkdir(parents=True, exist_ok=True)
+    (d / rel).write_text(text)
+  (d / "run.sh").chmod(0o755)
+  (d / "link").symlink_to("a/x")
+  (d / "empty" / "deeper").mkdir(parents=True)
+  _git("init", "-q", cwd=d)
+  _git("add", "-A", "-f", cwd=d)
+  want = _rev("write-tree", cwd=d)
+  monkeypatch.setenv("PATH", str(tmp_path / "no-git-here"))
+  assert tree_id(d) == want
+
+
+def test_clone_takes_the_url_as_a_url_and_says_gits_words_in_one_line(tmp_path):
+  """`--` before the URL: an option-like URL is no option (no command runs); git's message is one line, no list."""
+  marker = tmp_path / "ran"
+  for url in (f"--upload-pack=touch {marker}", str(tmp_path / "no-such-repo")):
+    with pytest.raises(UserError) as e:
+      bring_checkout(Source("git", url, PINNED_COMMIT), tmp_path / "c", tmp_path / "c.json", repo=REPO)
+    msg = str(e.value)
+    assert "\n" not in msg and "['" not in msg and '["' not in msg, msg
+    assert f"failed in .: fatal: repository '{url}' does not exist; check the tinygrad_source" in msg, msg
+  assert not marker.exists() and not (tmp_path / "c.part").exists()
+
+
 @needs_checkout
 def test_the_pinned_checkout_verifies_without_git(tmp_path):
   rec = bring_checkout(parse_source(CHECKOUT), tmp_path / "checkout", tmp_path / "c.json", repo=REPO)

@@ -13,6 +13,8 @@ def _jobs(out: str) -> dict[str, int]:
 
 
 def test_trainer_tinygrad_dry_run(tmp_path):
+  (tmp_path / "tg" / "examples" / "mlperf").mkdir(parents=True)    # a checkout is there at planning (verified by the job)
+  (tmp_path / "tg" / "examples" / "mlperf" / "model_train.py").write_text("")
   r = snakemake(tmp_path, "-n", "--config", f"basedir={tmp_path / 'base'}", "trainer=tinygrad",
                 f"tinygrad_source={tmp_path / 'tg'}", "seeds=[0,1]")
   jobs = _jobs(r.stdout)
@@ -34,3 +36,13 @@ def test_settings_train_bert_cannot_run_are_refused(tmp_path):
   assert r.returncode != 0 and "asserts at least 10000 eval samples" in r.stdout + r.stderr
   r = snakemake(tmp_path, "-n", "--config", f"basedir={tmp_path / 'base'}", "trainer=pytorch", check=False)
   assert r.returncode != 0 and "trainer" in r.stdout + r.stderr
+
+
+def test_missing_local_checkout_is_refused_at_planning(tmp_path):
+  r = snakemake(tmp_path, "-n", "--config", f"basedir={tmp_path / 'base'}", "trainer=tinygrad",
+                f"tinygrad_source={tmp_path / 'nowhere'}", check=False)
+  lines = [l for l in (r.stdout + r.stderr).splitlines() if "nowhere" in l and "Command" not in l]
+  assert r.returncode != 0 and len(lines) == 1, r.stdout + r.stderr
+  assert f"tinygrad_source {str(tmp_path / 'nowhere')!r}: {tmp_path / 'nowhere'} does not exist; give a tinygrad " \
+         "checkout" in lines[0]
+  assert "tinygrad_checkout" not in r.stdout
