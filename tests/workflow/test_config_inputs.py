@@ -89,3 +89,15 @@ def test_a_refused_basedir_stops_the_workflow_before_anything_runs(tmp_path):
   out = r.stdout + r.stderr
   assert r.returncode != 0 and "basedir '../..' is" in out and "to a folder of its own" in out, out[-3000:]
   assert "Traceback" not in out
+
+
+def test_a_basedir_that_is_a_file_is_one_line(tmp_path):
+  (tmp_path / "afile").write_text("not a folder")
+  for basedir, why in (("afile", "a file, not a folder"), ("afile/sub", f"under {tmp_path / 'afile'}, which is a file")):
+    with pytest.raises(UserError, match=f"basedir '{basedir}' is .*{why}") as e:
+      check_basedir(basedir, repo=REPO, workdir=tmp_path)
+    assert "\n" not in str(e.value)
+  r = snakemake(tmp_path, "-n", "--config", "basedir=afile", check=False, timeout=120)  # was a 13-line traceback
+  out = r.stdout + r.stderr
+  assert r.returncode != 0 and "a file, not a folder; every artifact" in out and "Traceback" not in out, out[-3000:]
+  assert "NotADirectoryError" not in out
