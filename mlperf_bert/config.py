@@ -54,6 +54,34 @@ def refuse_yaml_aliases(*paths: str | Path) -> None:
       except yaml.YAMLError: pass  # Snakemake names a syntax error itself
 
 
+def check_config_files(paths: list[str | Path], base: str | Path) -> dict[str, Any]:
+  """What `snakemake --configfile PATHS...` would run with, checked without Snakemake (which loads and merges a
+  config file itself before any of this workflow's code runs, so a file of nested YAML aliases hangs it there):
+  each file free of aliases and a YAML mapping, then `base` (config.yaml) updated with them, typed and validated.
+  Returns the merged config; UserError naming the file (or every bad key) otherwise."""
+  import yaml
+  merged = safe_yaml(Path(base).read_text(encoding="utf-8"), str(base))
+  for p in paths:
+    try: doc = safe_yaml(Path(p).read_text(encoding="utf-8", errors="replace"), str(p))
+    except OSError as e: raise UserError(f"{p}: cannot read it ({e.strerror}); check the path") from None
+    except yaml.YAMLError as e:
+      raise UserError(f"{p}: not valid YAML ({' '.join(str(e).split())}); fix its syntax") from None
+    if not isinstance(doc, dict):
+      raise UserError(f"{p}: a config file is a mapping of keys (basedir: ..., seeds: [...]), got a "
+                      f"{type(doc).__name__}; write it as config.yaml is written")
+    _merge(merged, doc)
+  merged = typed_config(merged)
+  validate_config(merged, CONFIG_SCHEMA, source=", ".join(map(str, paths)) or str(base))
+  return merged
+
+
+def _merge(into: dict, over: dict) -> None:
+  """Snakemake's merge of a config file over the config: mappings recursively, any other value replaced."""
+  for k, v in over.items():
+    if isinstance(v, dict) and isinstance(into.get(k), dict): _merge(into[k], v)
+    else: into[k] = v
+
+
 # top-level folders of the system: never a basedir themselves; those of the first group never hold one either
 _SYSTEM = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/sbin", "/sys", "/usr")
 _TOP = ("/home", "/mnt", "/media", "/opt", "/root", "/run", "/srv", "/tmp", "/var", "/var/tmp", "/scratch")
