@@ -3,12 +3,11 @@
 Every fetch has an overall deadline (all its attempts together), a stall timeout (no byte for that long is a
 network error, retried) and a size bound: a listing's is small; a file's is the size the server announces
 (Content-Length, Content-Range) or `FetchPolicy.max_file_bytes` when it announces none. A body over its bound is
-refused at once and what arrived of it removed, with any `.part` an earlier attempt kept (a body cut at the bound is
-not resumable data); a deadline keeps the `.part` of an honest download, and the next
-run resumes it. No message, log line or record shows a URL's `user:password@` (`redact`).
-Redirects are followed by hand, hop by hop, so that the MLCommons token (`MLC_R2_TOKEN`) goes only
-to https URLs of MLCommons' storage and never to a host a redirect or a `.uri` names (requests forwards custom
-headers across origins).
+refused at once and what arrived of it removed, with any `.part` an earlier attempt kept (a body cut at its bound is
+not resumable data); a deadline keeps the `.part` of an honest download, and the next run resumes it. No message,
+log line or record shows a URL's `user:password@` (`redact`). Redirects are followed by hand, hop by hop, so that the
+MLCommons token (`MLC_R2_TOKEN`) goes only to https URLs of MLCommons' storage and never to a host a redirect or a
+`.uri` names (requests forwards custom headers across origins).
 """
 from __future__ import annotations
 import contextlib, hashlib, os, re, signal, threading, time
