@@ -149,7 +149,8 @@ class LockWatch:
     run, a cluster node that does not share the lock)."""
     if lock is None or not lock_is_held(lock):
       return None
-    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:  # a background job of a shell without job control
+    if (threading.current_thread() is threading.main_thread()
+        and signal.getsignal(signal.SIGINT) is signal.SIG_IGN):  # a background job of a shell without job control
       signal.signal(signal.SIGINT, signal.default_int_handler)
     w = cls(lock, interval_s, grace_s)
     w.thread.start()
