@@ -6,8 +6,8 @@ Printed: each log's submitter, platform, seed, status, init time (first init_sta
 the samples seen, over global_batch_size) with the difference; the step at which each first reached the target
 (--target, default the closed division's 0.720); and where the two first differ: the first logged setting (a
 point-in-time event outside the timing and eval keys, compared in order by key) and the first eval whose
-accuracies are more than --tol apart. The logs are read with mlperf_bert/audit/logs.py's reader; a malformed :::MLLOG line is refused, naming it
-(file:line), since a skipped line could hide the difference.
+accuracies are more than --tol apart. The logs are read with mlperf_bert/audit/logs.py's reader; a malformed
+:::MLLOG line is refused, naming it (file:line), since a skipped line could hide the difference.
 """
 from __future__ import annotations
 import dataclasses, os
