@@ -1,9 +1,10 @@
-"""Time `snakemake -n` over a 500-topic manifest (the real dataset's shape).
+"""Time `snakemake -n` over a 500-topic manifest (the real dataset's shape), or over many seeds.
 
 Builds a scratch tree whose downloads and results4/ already exist (tiny stand-in files: the dry run reads
-no text), then times a dry run that must plan verify + shard jobs for all 500 topics.
+no text), then times a dry run that must plan verify + shard jobs for all 500 topics and, with `--seeds N`, the
+train, provenance and report jobs of seeds 0..N-1 (planning must stay near-linear in both).
 
-    .venv/bin/python bench/bench_dryrun.py [--topics 500]
+    .venv/bin/python bench/bench_dryrun.py [--topics 500] [--seeds 1] [--repeat 3]
 """
 import argparse, hashlib, subprocess, sys, tempfile, time
 from pathlib import Path
@@ -14,6 +15,8 @@ REPO = Path(__file__).resolve().parents[1]
 def main():
   ap = argparse.ArgumentParser()
   ap.add_argument("--topics", type=int, default=500)
+  ap.add_argument("--seeds", type=int, default=1, help="plan seeds 0..N-1 (config key seeds)")
+  ap.add_argument("--repeat", type=int, default=3, help="best of this many dry runs")
   args = ap.parse_args()
   with tempfile.TemporaryDirectory() as tmp:
     base = Path(tmp) / "wiki"
@@ -35,8 +38,11 @@ def main():
     (base / "results4.files").write_text("".join(f"{p.stat().st_size}  {p.name}\n" for p in (base / "results4").iterdir()))
     cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", tmp, "--cores", "16", "-n",
            "--quiet", "rules", "--config", f"basedir={base}"]
+    if args.seeds > 1:
+      (Path(tmp) / "seeds.yaml").write_text(f"seeds: [{', '.join(map(str, range(args.seeds)))}]\n")
+      cmd[cmd.index("--config"):cmd.index("--config")] = ["--configfile", str(Path(tmp) / "seeds.yaml")]
     best = None
-    for _ in range(3):
+    for _ in range(args.repeat):
       t0 = time.perf_counter()
       r = subprocess.run(cmd, capture_output=True, text=True)
       dt = time.perf_counter() - t0
@@ -45,7 +51,10 @@ def main():
       best = dt if best is None else min(best, dt)
     print(r.stdout.strip())
     assert f"shard {args.topics}" in " ".join(r.stdout.split()), "the dry run did not plan a shard job per topic"
-    print(f"snakemake -n over a {args.topics}-topic manifest: {best:.2f} s (best of 3)")
+    if args.seeds > 1:
+      assert f"train {args.seeds}" in " ".join(r.stdout.split()), "the dry run did not plan a train job per seed"
+    print(f"snakemake -n over a {args.topics}-topic manifest and {args.seeds} seeds: {best:.2f} s "
+          f"(best of {args.repeat})")
 
 
 if __name__ == "__main__":

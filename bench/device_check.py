@@ -80,7 +80,7 @@ def synthetic_data(folder: Path, rows: int, eval_rows: int, vocab: int) -> tuple
 
   train, ev = folder / "part-00000-of-00001.shard", folder / "eval.shard"
   write_shard(train, instances(rows), max_seq_length=SEQ, max_predictions_per_seq=PRED)
-  write_shard(ev, instances(eval_rows), max_seq_length=SEQ, max_predictions_per_seq=PRED)
+  write_shard(ev, instances(eval_rows), max_seq_length=SEQ, max_predictions_per_seq=PRED, eval_set=True)
   return train, ev
 
 

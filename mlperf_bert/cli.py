@@ -84,6 +84,23 @@ def _positive(kind):
   return parse
 
 
+def _add_config(sub) -> None:
+  p = sub.add_parser("check-config", help="check config files before `snakemake --configfile` reads them (YAML "
+                     "aliases, syntax, keys and types)")
+  p.add_argument("files", nargs="+", help="the config files, in the order --configfile would get them")
+  p.add_argument("--base", default=str(Path(__file__).resolve().parents[1] / "config.yaml"),
+                 help="the config they are merged over (default: the checkout's config.yaml)")
+  p.set_defaults(func=_cmd_check_config)
+
+
+def _cmd_check_config(a) -> int:
+  from mlperf_bert.config import check_config_files
+  cfg = check_config_files(a.files, a.base)
+  print(f"{', '.join(a.files)}: valid over {a.base} (basedir {cfg['basedir']}, platform {cfg.get('platform', 'cpu')}, "
+        f"{len(cfg.get('seeds', [0]))} seed(s))")
+  return 0
+
+
 def _add_data(sub) -> None:
   p = sub.add_parser("download", help="fetch one artifact (mlcommons-r2:, gdrive:<id>, URL or path) and check its md5")
   p.add_argument("--source", required=True,
@@ -331,6 +348,7 @@ def _cmd_compare(a) -> int:
 def build_parser() -> argparse.ArgumentParser:
   p = argparse.ArgumentParser(prog="python -m mlperf_bert", description=__doc__.splitlines()[0])
   sub = p.add_subparsers(dest="command", required=True)
+  _add_config(sub)
   _add_data(sub)
   _add_train(sub)
   _add_audit(sub)

@@ -1,6 +1,7 @@
 """Validation of a YAML document against its schema (schemas/config.schema.yaml for the workflow configuration,
 schemas/platform.schema.yaml for a platform file), with errors a user can act on."""
 from __future__ import annotations
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +54,34 @@ def refuse_yaml_aliases(*paths: str | Path) -> None:
       except yaml.YAMLError: pass  # Snakemake names a syntax error itself
 
 
+def check_config_files(paths: list[str | Path], base: str | Path) -> dict[str, Any]:
+  """What `snakemake --configfile PATHS...` would run with, checked without Snakemake (which loads and merges a
+  config file itself before any of this workflow's code runs, so a file of nested YAML aliases hangs it there):
+  each file free of aliases and a YAML mapping, then `base` (config.yaml) updated with them, typed and validated.
+  Returns the merged config; UserError naming the file (or every bad key) otherwise."""
+  import yaml
+  merged = safe_yaml(Path(base).read_text(encoding="utf-8"), str(base))
+  for p in paths:
+    try: doc = safe_yaml(Path(p).read_text(encoding="utf-8", errors="replace"), str(p))
+    except OSError as e: raise UserError(f"{p}: cannot read it ({e.strerror}); check the path") from None
+    except yaml.YAMLError as e:
+      raise UserError(f"{p}: not valid YAML ({' '.join(str(e).split())}); fix its syntax") from None
+    if not isinstance(doc, dict):
+      raise UserError(f"{p}: a config file is a mapping of keys (basedir: ..., seeds: [...]), got a "
+                      f"{type(doc).__name__}; write it as config.yaml is written")
+    _merge(merged, doc)
+  merged = typed_config(merged)
+  validate_config(merged, CONFIG_SCHEMA, source=", ".join(map(str, paths)) or str(base))
+  return merged
+
+
+def _merge(into: dict, over: dict) -> None:
+  """Snakemake's merge of a config file over the config: mappings recursively, any other value replaced."""
+  for k, v in over.items():
+    if isinstance(v, dict) and isinstance(into.get(k), dict): _merge(into[k], v)
+    else: into[k] = v
+
+
 # top-level folders of the system: never a basedir themselves; those of the first group never hold one either
 _SYSTEM = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/sbin", "/sys", "/usr")
 _TOP = ("/home", "/mnt", "/media", "/opt", "/root", "/run", "/srv", "/tmp", "/var", "/var/tmp", "/scratch")
@@ -61,7 +90,7 @@ _TOP = ("/home", "/mnt", "/media", "/opt", "/root", "/run", "/srv", "/tmp", "/va
 def check_basedir(basedir: str, *, repo: Path, workdir: Path) -> Path:
   """The basedir as a resolved path, or UserError (one line) when it is a dangerous place for a run's outputs: the
   filesystem root, a system folder or one inside it, a top-level folder (/home, /tmp, ...), the home folder, the
-  checkout or a folder above it, or a folder above the working directory."""
+  checkout or a folder above it, a folder above the working directory, or a file (or a path under one)."""
   full = (workdir / basedir).resolve()
   repo, workdir = repo.resolve(), workdir.resolve()
   why = None
@@ -75,6 +104,10 @@ def check_basedir(basedir: str, *, repo: Path, workdir: Path) -> Path:
     why = f"{'the checkout' if full == repo else 'above the checkout'} ({repo}): outputs would mix with the source"
   elif workdir != full and workdir.is_relative_to(full):
     why = f"above the working directory ({workdir})"
+  else:
+    blocker = next((p for p in (full, *full.parents) if p.exists()), None)  # the nearest existing path
+    if blocker is not None and not blocker.is_dir():
+      why = "a file, not a folder" if blocker == full else f"under {blocker}, which is a file, not a folder"
   if why:
     raise UserError(f"basedir {basedir!r} is {full}, {why}; every artifact and `--delete-all-output` go there: set "
                     "basedir (config.yaml, --configfile or --config basedir=...) to a folder of its own, e.g. "
@@ -83,8 +116,18 @@ def check_basedir(basedir: str, *, repo: Path, workdir: Path) -> Path:
 
 
 def load_schema(schema_path: str | Path) -> dict[str, Any]:
-  import yaml
-  return yaml.safe_load(Path(schema_path).read_text())
+  """The schema file, parsed once per content (read-only: callers must not change it). The workflow resolves a
+  seed's settings per seed and job, so parsing the YAML each time made planning many seeds slow."""
+  text = Path(schema_path).read_text()
+  return _parsed_schema(text)[0]
+
+
+@functools.lru_cache(maxsize=16)
+def _parsed_schema(text: str) -> tuple[dict[str, Any], Any]:
+  """(schema, its jsonschema validator) of a schema's text."""
+  import jsonschema, yaml
+  schema = yaml.safe_load(text)
+  return schema, jsonschema.Draft202012Validator(schema)
 
 
 def _fits(value: Any, types: list[str]) -> bool:
@@ -138,9 +181,7 @@ CONFIG_FIX = "Fix these keys in config.yaml, the --configfile or the --config yo
 def validate_config(config: dict[str, Any], schema_path: str | Path, source: str = "the config",
                     fix: str = CONFIG_FIX) -> None:
   """Raise UserError listing every problem: unknown keys, wrong types, missing keys, bad values."""
-  import jsonschema
-  schema = load_schema(schema_path)
-  validator = jsonschema.Draft202012Validator(schema)
+  validator = _parsed_schema(Path(schema_path).read_text())[1]
   problems = []
   for err in sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path))):
     where = _where(err.absolute_path)

@@ -7,9 +7,14 @@ stdout and stderr (Python's and the file descriptors, so tqdm and tinygrad outpu
 A UserError is written to the log and to the console, and the job exits non-zero, so Snakemake removes the
 job's outputs and reports the log; any other exception keeps its traceback in the log. A warning the package
 raises (`warnings.warn`) is written to the log and to the console as one `warning: ...` line.
+
+A job never outlives its workflow: when the log lies in a basedir whose lock (logs/workflow.lock, held by the
+Snakemake process for the whole run) is held as the job starts, a watchdog thread checks the lock every second; once
+it is free (Snakemake was killed, even with SIGKILL), the job says so in one line, is interrupted as by Ctrl-C (the
+train job's phase processes stop at their resumable point) and is killed if it has not ended 45 s later.
 """
 from __future__ import annotations
-import contextlib, fcntl, json, os, socket, sys, time, traceback, warnings
+import contextlib, fcntl, json, os, signal, socket, sys, threading, time, traceback, warnings
 from pathlib import Path
 from typing import IO, Iterator
 
@@ -32,6 +37,7 @@ def job_log(log_path: str | os.PathLike) -> Iterator[None]:
   with open(log_path, "a", buffering=1) as f:
     os.dup2(f.fileno(), 1); os.dup2(f.fileno(), 2)
     warnings.showwarning = show
+    watch = LockWatch.start(workflow_lock_of(log_path))
     try:
       yield
     except UserError as e:
@@ -39,9 +45,12 @@ def job_log(log_path: str | os.PathLike) -> Iterator[None]:
       print(f"error: {e}\n(log: {log_path})", file=console, flush=True)
       raise SystemExit(1)
     except BaseException:
+      if watch is not None and watch.lost.is_set():  # the watchdog said why, in one line
+        raise SystemExit(1) from None
       traceback.print_exc()
       raise
     finally:
+      if watch is not None: watch.stop()
       warnings.showwarning = shown
       sys.stdout.flush(); sys.stderr.flush()
       os.dup2(saved[0], 1); os.dup2(saved[1], 2)
@@ -98,3 +107,67 @@ def lock_basedir(basedir: str | os.PathLike, *, checkout: str | os.PathLike, arg
           f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}: {' '.join(['snakemake', *argv[1:]])[:200]})\n")
   f.flush()
   return f
+
+
+def workflow_lock_of(path: str | os.PathLike) -> Path | None:
+  """The basedir lock of a job whose log is `path` (every rule's log is under <basedir>/logs/): the nearest
+  <dir>/logs/workflow.lock above it, or None."""
+  for d in Path(path).resolve().parents:
+    if d.name == LOCK_RECORD.parts[0] and (d.parent / LOCK_RECORD).is_file():
+      return d.parent / LOCK_RECORD
+  return None
+
+
+def lock_is_held(path: str | os.PathLike) -> bool:
+  """True while some process holds the flock of `path` (lock_basedir's); False when it is free or unreadable. The
+  probe takes a shared lock for an instant when it is free."""
+  try: f = open(path, "rb")
+  except OSError: return False
+  with f:
+    try:
+      fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+      return True
+    fcntl.flock(f, fcntl.LOCK_UN)
+    return False
+
+
+class LockWatch:
+  """A daemon thread that ends this process once the workflow's lock is free (its Snakemake process is gone): a
+  one-line error on stderr, SIGINT to the main thread (as Ctrl-C: a clean, resumable stop), and SIGKILL `grace_s`
+  later if the process still runs. `lost` is set once the lock was found free."""
+
+  def __init__(self, lock: Path, interval_s: float, grace_s: float):
+    self.lock, self.interval_s, self.grace_s = lock, interval_s, grace_s
+    self.lost, self._stop = threading.Event(), threading.Event()
+    self._main = threading.main_thread().ident
+    self.thread = threading.Thread(target=self._run, name="workflow-lock-watch", daemon=True)
+
+  @classmethod
+  def start(cls, lock: Path | None, interval_s: float = 1.0, grace_s: float = 45.0) -> "LockWatch | None":
+    """Watch `lock` if it is held now (a job of a running workflow); None otherwise (no lock: run by hand, a dry
+    run, a cluster node that does not share the lock)."""
+    if lock is None or not lock_is_held(lock):
+      return None
+    if (threading.current_thread() is threading.main_thread()
+        and signal.getsignal(signal.SIGINT) is signal.SIG_IGN):  # a background job of a shell without job control
+      signal.signal(signal.SIGINT, signal.default_int_handler)
+    w = cls(lock, interval_s, grace_s)
+    w.thread.start()
+    return w
+
+  def stop(self) -> None:
+    self._stop.set()
+
+  def _run(self) -> None:
+    while not self._stop.wait(self.interval_s):
+      if lock_is_held(self.lock):
+        continue
+      self.lost.set()
+      print(f"error: {self.lock} is no longer held: the Snakemake run that started this job is gone (killed); "
+            f"this job (process {os.getpid()}) stops too. Rerun the same snakemake command to continue (training "
+            "resumes from its last checkpoint)", file=sys.stderr, flush=True)
+      signal.pthread_kill(self._main, signal.SIGINT)
+      if not self._stop.wait(self.grace_s):
+        os.kill(os.getpid(), signal.SIGKILL)
+      return

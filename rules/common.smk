@@ -95,7 +95,15 @@ def all_topics(wildcards=None):
         listing = checkpoints.r2_listing.get(dataset=TEXT_DATASET).output.listing
         return sorted(n for n in text_entries(read_listing(listing), TEXT_DATASET) if n != "eval.txt")
     checkpoints.extract.get()
-    return manifest_topics(B("download", MANIFEST))
+    path = B("download", MANIFEST)
+    return list(_manifest_topics(path, os.stat(path).st_mtime_ns))
+
+
+@functools.lru_cache(maxsize=None)
+def _manifest_topics(path, mtime_ns):
+    """The manifest's topics, read once per version of the file (every train and provenance job asks; with many
+    seeds, reading it per job made planning slow)."""
+    return tuple(manifest_topics(path))
 
 
 def extracted(name):
@@ -153,7 +161,13 @@ except UserError as e:
 
 def train_hparams(seed):
     """Every resolved hyperparameter and setting of the training run for a seed (the rule's params)."""
-    hp = resolve(PLATFORM_SETTINGS, config.get("train") or {}, seed=int(seed), eval_examples=config["eval_examples"])
+    return dict(_train_hparams(int(seed)))
+
+
+@functools.lru_cache(maxsize=None)
+def _train_hparams(seed):
+    # resolved once per seed: Snakemake evaluates a job's params several times while planning (train, report_run)
+    hp = resolve(PLATFORM_SETTINGS, config.get("train") or {}, seed=seed, eval_examples=config["eval_examples"])
     return rule_params(hp)
 
 

@@ -6,7 +6,8 @@ Printed: each log's submitter, platform, seed, status, init time (first init_sta
 the samples seen, over global_batch_size) with the difference; the step at which each first reached the target
 (--target, default the closed division's 0.720); and where the two first differ: the first logged setting (a
 point-in-time event outside the timing and eval keys, compared in order by key) and the first eval whose
-accuracies are more than --tol apart. The logs are read with mlperf_bert/audit/logs.py's tolerant reader.
+accuracies are more than --tol apart. The logs are read with mlperf_bert/audit/logs.py's reader; a malformed
+:::MLLOG line is refused, naming it (file:line), since a skipped line could hide the difference.
 """
 from __future__ import annotations
 import dataclasses, os
@@ -31,6 +32,11 @@ class Side:
     log = read_log(path)
     if log.unread: raise UserError(f"{path}: {log.unread}")
     if not log.events: raise UserError(f"{path}: no :::MLLOG lines; give an MLPerf result log")
+    if log.malformed:  # a skipped line could hide the very setting or eval that differs
+      m = log.malformed[0]
+      more = f" (and {len(log.malformed) - 1} more)" if len(log.malformed) > 1 else ""
+      raise UserError(f"{path}:{m.lineno}: a malformed :::MLLOG line{more}: {m.error}; compare reads every line of "
+                      "both logs: repair or remove it, or compare an unedited copy of the log")
     gbs = log.global_batch_size
     evals = {}
     for e in log.eval_accuracies:

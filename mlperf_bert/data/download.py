@@ -24,7 +24,8 @@ from urllib.parse import urlsplit
 from mlperf_bert.errors import UserError
 from mlperf_bert.fileio import atomic_path, copy_to_part, scratch_dir
 from mlperf_bert.data import r2
-from mlperf_bert.data.http import FetchPolicy, NetworkError, download_file, finish_part, part_path, with_retries
+from mlperf_bert.data.http import (FetchPolicy, NetworkError, download_file, finish_part, part_path, redact,
+                                   with_retries)
 
 GDRIVE_URL = "https://drive.google.com/uc?id={id}"
 GDRIVE_HOSTS = ("drive.google.com", "docs.google.com", "drive.usercontent.google.com")
@@ -141,25 +142,25 @@ def _fetch(source, dest: Path, *, md5, root, path, listing, uri, gdrive_url, att
     return r2.fetch_member(listing, uri, path or dest.name, dest, dataset=name, root=root, md5=md5, validate=validate,
                            progress=not quiet, **net)
   if kind == "url":
-    log(f"downloading {where} -> {dest}")
+    log(f"downloading {redact(where)} -> {dest}")
     return download_file(where, dest, md5=md5, what=dest.name, allow_redirects=True, progress=not quiet,
                          validate=validate, **net)
   part = part_path(dest, md5, where)
   if kind == "path":
     if not Path(where).is_file():
-      raise UserError(f"{dest.name}: source file {where} does not exist; fix the path under "
+      raise UserError(f"{dest.name}: source file {redact(where)} does not exist; fix the path under "
                       f"sources/{dest.name}/url in the config, or point it at a URL or gdrive:<id>")
-    log(f"copying {where} -> {dest}")
+    log(f"copying {redact(where)} -> {dest}")
     copy_to_part(where, part)
   else:
     _gdown(where, dest, part, attempts=attempts, backoff=backoff, policy=policy, log=log, quiet=quiet)
-  return finish_part(part, dest, md5=md5, source=source, what=dest.name, validate=validate, log=log)
+  return finish_part(part, dest, md5=md5, source=redact(source), what=dest.name, validate=validate, log=log)
 
 
 def _gdown(url: str, dest: Path, part: Path, *, attempts, backoff, policy: FetchPolicy, log, quiet) -> None:
   """gdown into `part`; bounded by policy.deadline_s (gdown does its own reads: no stall or size bound here)."""
   import gdown, requests, time
-  log(f"downloading {url} -> {dest}")
+  log(f"downloading {redact(url)} -> {dest}")
 
   def once():
     # gdown keeps partial files of its own beside its output: give it a private folder that always goes away
@@ -170,10 +171,10 @@ def _gdown(url: str, dest: Path, part: Path, *, attempts, backoff, policy: Fetch
       except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError) as e:
         raise NetworkError(f"{type(e).__name__}: {e}") from e
       except Exception as e:  # gdown's FileURLRetrievalError (quota, private file) and HTTP errors: not retried
-        raise UserError(f"{dest.name}: download from {url} failed ({type(e).__name__}: {e}); check the source under "
+        raise UserError(f"{dest.name}: download from {redact(url)} failed ({type(e).__name__}: {redact(e)}); check the source under "
                         f"sources/{dest.name}/url, or use MLCommons' storage (config/mlperf.yaml), then rerun") from e
       if got is None or not out.is_file():
-        raise UserError(f"{dest.name}: download from {url} produced no file; check the source under "
+        raise UserError(f"{dest.name}: download from {redact(url)} produced no file; check the source under "
                         f"sources/{dest.name}/url, then rerun")
       os.replace(out, part)
 

@@ -3,10 +3,11 @@
 Every fetch has an overall deadline (all its attempts together), a stall timeout (no byte for that long is a
 network error, retried) and a size bound: a listing's is small; a file's is the size the server announces
 (Content-Length, Content-Range) or `FetchPolicy.max_file_bytes` when it announces none. A body over its bound is
-refused at once and what arrived of it removed; a deadline keeps the `.part` of an honest download, and the next
-run resumes it. Redirects are followed by hand, hop by hop, so that the MLCommons token (`MLC_R2_TOKEN`) goes only
-to https URLs of MLCommons' storage and never to a host a redirect or a `.uri` names (requests forwards custom
-headers across origins).
+refused at once and what arrived of it removed, with any `.part` an earlier attempt kept (a body cut at its bound is
+not resumable data); a deadline keeps the `.part` of an honest download, and the next run resumes it. No message,
+log line or record shows a URL's `user:password@` (`redact`). Redirects are followed by hand, hop by hop, so that the
+MLCommons token (`MLC_R2_TOKEN`) goes only to https URLs of MLCommons' storage and never to a host a redirect or a
+`.uri` names (requests forwards custom headers across origins).
 """
 from __future__ import annotations
 import contextlib, hashlib, os, re, signal, threading, time
@@ -53,6 +54,15 @@ class NetworkError(Exception):
   """A failure that can succeed when tried again (connection reset, stall, short body, HTTP 5xx/429)."""
 
 
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#\s@]+@")
+
+
+def redact(text) -> str:
+  """`text` with the `user:password@` of every URL in it replaced by `***@`: no message, log line or record shows
+  a URL's credentials."""
+  return _USERINFO.sub(r"\1***@", str(text))
+
+
 def token_headers(url: str, policy: FetchPolicy) -> dict[str, str]:
   """{cf-access-token: ...} when MLC_R2_TOKEN is set and `url` is the origin it is for; else {}."""
   token = os.environ.get(TOKEN_ENV)
@@ -85,12 +95,12 @@ def _open(s, url: str, *, headers: dict, follow: bool, policy: FetchPolicy, dead
       return r
     r.close()
     url = urljoin(url, r.headers["Location"])
-  raise UserError(f"{what}: more than {MAX_REDIRECTS} redirects from {url}; check the source URL in the config")
+  raise UserError(f"{what}: more than {MAX_REDIRECTS} redirects from {redact(url)}; check the source URL in the config")
 
 
 def _check_deadline(deadline: float, what: str, url: str, limit_s: float, hint: str, kept: str = "") -> None:
   if time.monotonic() > deadline:
-    raise UserError(f"{what}: {url} did not finish within {limit_s:g} s{kept}; {hint}")
+    raise UserError(f"{what}: {redact(url)} did not finish within {limit_s:g} s{kept}; {hint}")
 
 
 def _blocks(r, *, limit: int, deadline: float, limit_s: float, hint: str, what: str, url: str, kept: str = ""):
@@ -122,14 +132,14 @@ def _http_error(status: int, url: str, what: str, headers) -> UserError:
   if status in REDIRECTS + (401, 403):
     where = headers.get("Location", "") if status < 400 else ""
     return UserError(
-      f"{what}: {url} answered HTTP {status}{' to ' + where if where else ''}: the storage wants a Cloudflare Access "
+      f"{what}: {redact(url)} answered HTTP {status}{' to ' + redact(where) if where else ''}: the storage wants a Cloudflare Access "
       f"login for it. Log in with MLCommons' r2-downloader (bash mlc-r2-downloader.sh -d DIR <the .uri URL>) and point "
       f"the source at mlcommons-r2:DIR, or set {TOKEN_ENV} to a token from `cloudflared access token`, or use the "
       "Google Drive sources: --configfile config/mlperf-gdrive.yaml")
   if status in (404, 410):
-    return UserError(f"{what}: {url} is not on the server (HTTP {status}); the dataset may have changed: delete its "
+    return UserError(f"{what}: {redact(url)} is not on the server (HTTP {status}); the dataset may have changed: delete its "
                      "cached list under download/r2/ and rerun, or check the source URL in the config")
-  return UserError(f"{what}: {url} answered HTTP {status}; check the source URL in the config")
+  return UserError(f"{what}: {redact(url)} answered HTTP {status}; check the source URL in the config")
 
 
 def _retryable_status(status: int) -> bool:
@@ -162,12 +172,12 @@ def get_text(url: str, what: str, *, attempts: int = 5, backoff: float = 2.0, po
         body = b"".join(_blocks(r, limit=limit, deadline=deadline, limit_s=policy.listing_deadline_s, hint=SLOW_LIST,
                                  what=what, url=url))
     except _TooLarge:
-      raise UserError(f"{what}: {url} sends more than {limit:,} bytes, far more than a dataset's list; it is not "
+      raise UserError(f"{what}: {redact(url)} sends more than {limit:,} bytes, far more than a dataset's list; it is not "
                       "one: check the source URL in the config") from None
     except _net_errors() as e:
-      raise NetworkError(f"{type(e).__name__}: {e}") from e
+      raise NetworkError(redact(f"{type(e).__name__}: {e}")) from e
     if _looks_html(body, r.headers.get("Content-Type")):
-      raise UserError(f"{what}: {url} returned an HTML page, not the expected text (a login or error page); "
+      raise UserError(f"{what}: {redact(url)} returned an HTML page, not the expected text (a login or error page); "
                       "check the URL, or download the dataset with mlcommons/r2-downloader and use a mirror directory")
     return body.decode("utf-8", errors="replace")
 
@@ -180,7 +190,7 @@ def with_retries(fn, url, what, *, attempts, backoff, log, deadline: float | Non
   """fn() until it returns, retrying NetworkError with exponential backoff; never past `deadline` (the reads check
   it between blocks; an alarm a second later is the backstop for a server that trickles its headers)."""
   def late(last: str = "") -> UserError:
-    return UserError(f"{what}: {url} did not finish within {limit_s:g} s{last}; {hint}")
+    return UserError(f"{what}: {redact(url)} did not finish within {limit_s:g} s{last}; {hint}")
 
   try:
     with _alarm(None if deadline is None else deadline - time.monotonic() + 1.0):
@@ -189,7 +199,7 @@ def with_retries(fn, url, what, *, attempts, backoff, log, deadline: float | Non
           return fn()
         except NetworkError as e:
           if attempt == attempts:
-            raise UserError(f"{what}: {url} failed {attempts} times, last: {e}; check the network and rerun the "
+            raise UserError(f"{what}: {redact(url)} failed {attempts} times, last: {e}; check the network and rerun the "
                             "same command (a partial download resumes)") from None
           wait = min(backoff * 2 ** (attempt - 1), 60.0)
           if deadline is not None and time.monotonic() + wait > deadline:
@@ -270,14 +280,15 @@ def download_file(url: str, dest: str | Path, *, md5: str | None, what: str | No
           raise NetworkError(f"HTTP 416 for a {offset}-byte partial file of a {total}-byte file; starting over")
         offset, mode, total = _answered_range(r, offset, url=url, what=what, log=log)
         if total is not None and total > policy.max_file_bytes:
-          raise UserError(f"{what}: {url} announces {total:,} bytes, more than the {policy.max_file_bytes:,} allowed "
+          part.unlink(missing_ok=True)  # what an earlier attempt kept is no part of a file this size either
+          raise UserError(f"{what}: {redact(url)} announces {total:,} bytes, more than the {policy.max_file_bytes:,} allowed "
                           "(download.max_file_bytes); check the source in the config, or raise that bound")
         limit = (total if total is not None else policy.max_file_bytes) - offset
         it = _blocks(r, limit=limit, deadline=deadline, limit_s=policy.deadline_s, hint=SLOW_FILE, what=what, url=url,
                      kept=kept)
         head = next(it, b"")
         if offset == 0 and _looks_html(head, r.headers.get("Content-Type")) and not dest.name.endswith((".html", ".htm")):
-          raise UserError(f"{what}: {url} sent an HTML page where data was expected (first bytes "
+          raise UserError(f"{what}: {redact(url)} sent an HTML page where data was expected (first bytes "
                           f"{head[:60]!r}): a login, quota or error page. Check the source in the config; for "
                           "Google Drive quota pages wait a day or use the MLCommons storage (config/mlperf.yaml)")
         if offset:
@@ -288,15 +299,15 @@ def download_file(url: str, dest: str | Path, *, md5: str | None, what: str | No
           raise NetworkError(f"connection closed at byte {got:,} of {total:,}")
     except _TooLarge:
       part.unlink(missing_ok=True)  # not the file: nothing of it is worth resuming
-      raise UserError(f"{what}: {url} sent more than the {policy.max_file_bytes:,} bytes allowed for a file of "
+      raise UserError(f"{what}: {redact(url)} sent more than the {policy.max_file_bytes:,} bytes allowed for a file of "
                       "unknown size (download.max_file_bytes) and was cut off; check the source in the config, or "
                       "raise that bound if the file really is larger") from None
     except _net_errors() as e:  # not disk errors: those are OSError too
-      raise NetworkError(f"{type(e).__name__}: {e}") from e
+      raise NetworkError(redact(f"{type(e).__name__}: {e}")) from e
 
   with_retries(once, url, what, attempts=attempts, backoff=backoff, log=log, deadline=deadline,
                limit_s=policy.deadline_s)
-  return finish_part(part, dest, md5=md5, source=url, what=what, validate=validate, log=log,
+  return finish_part(part, dest, md5=md5, source=redact(url), what=what, validate=validate, log=log,
                      extra={"resumed_from": first_offset})
 
 
@@ -340,7 +351,7 @@ def finish_part(part: Path, dest: Path, *, md5: str | None, source: str, what: s
         h_md5.update(block); h_sha.update(block)
     actual, sha256 = h_md5.hexdigest(), h_sha.hexdigest()
     if md5 is not None and actual != md5.lower():
-      raise UserError(f"{what}: MD5 mismatch for {source}: expected {md5}, got {actual}; the file is corrupt or not "
+      raise UserError(f"{what}: MD5 mismatch for {redact(source)}: expected {md5}, got {actual}; the file is corrupt or not "
                       f"the MLPerf file. Rerun to fetch it again, or fix the source of {dest.name} in the config")
     if validate is not None:
       validate(part)

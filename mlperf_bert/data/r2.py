@@ -21,7 +21,8 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 from mlperf_bert.errors import UserError
 from mlperf_bert.fileio import atomic_path, copy_to_part
-from mlperf_bert.data.http import FetchPolicy, download_file, drop_stale_parts, finish_part, get_text, part_path
+from mlperf_bert.data.http import (FetchPolicy, download_file, drop_stale_parts, finish_part, get_text, part_path,
+                                   redact)
 
 PREFIX = "mlcommons-r2:"
 URI_SUFFIXES = (".uri", ".url")  # the downloader's older metadata files end in .url
@@ -40,7 +41,7 @@ def location(source: str) -> str:
   """The dataset's .uri URL or mirror directory, without the mlcommons-r2: prefix."""
   loc = source.removeprefix(PREFIX).strip()
   if not loc:
-    raise UserError(f"source {source!r} names no dataset; write mlcommons-r2:<URL of its .uri> or mlcommons-r2:<directory>")
+    raise UserError(f"source {redact(source)!r} names no dataset; write mlcommons-r2:<URL of its .uri> or mlcommons-r2:<directory>")
   return loc
 
 
@@ -54,11 +55,11 @@ def dataset_name(source: str, *, root: str | Path = ".") -> str:
   if _is_url(loc):
     path = urlsplit(loc).path
     if not path.endswith(URI_SUFFIXES):
-      raise UserError(f"source {source!r}: the URL must name a dataset's .uri file (e.g. "
+      raise UserError(f"source {redact(source)!r}: the URL must name a dataset's .uri file (e.g. "
                       "https://training.mlcommons-storage.org/metadata/bert-input-files.uri)")
     name = PurePosixPath(path).stem
     if not name:
-      raise UserError(f"source {source!r}: cannot tell the dataset name from the URL; point it at <name>.uri")
+      raise UserError(f"source {redact(source)!r}: cannot tell the dataset name from the URL; point it at <name>.uri")
     return name
   return _mirror_md5(loc, root, source).stem
 
@@ -68,11 +69,11 @@ def _mirror_md5(loc: str, root: str | Path, source: str) -> Path:
   if d.is_file() and d.suffix == ".md5":
     return d
   if not d.is_dir():
-    raise UserError(f"source {source!r}: mirror directory {d} does not exist; download the dataset there with "
+    raise UserError(f"source {redact(source)!r}: mirror directory {d} does not exist; download the dataset there with "
                     "mlcommons/r2-downloader (bash mlc-r2-downloader.sh -d DIR URL) or fix the path in the config")
   found = sorted(d.glob("*.md5"))
   if len(found) != 1:
-    raise UserError(f"source {source!r}: mirror directory {d} must hold exactly one <dataset>.md5 list at its top "
+    raise UserError(f"source {redact(source)!r}: mirror directory {d} must hold exactly one <dataset>.md5 list at its top "
                     f"(found {len(found)}: {', '.join(p.name for p in found) or 'none'}); name the list itself: "
                     f"mlcommons-r2:{d}/<dataset>.md5")
   return found[0]
@@ -95,20 +96,20 @@ def parse_md5_list(text: str, where: str) -> dict[str, str]:
       continue
     m = re.fullmatch(r"([0-9a-fA-F]{32}) [ *](.+)", line.rstrip("\r"))
     if not m:
-      raise UserError(f"{where}:{n}: expected '<md5>  ./<path>', got {line[:80]!r}; the md5 list is damaged or "
+      raise UserError(f"{redact(where)}:{n}: expected '<md5>  ./<path>', got {line[:80]!r}; the md5 list is damaged or "
                       "not an md5 list (an HTML page?): delete it and rerun to fetch it again")
     rel = m.group(2).strip()
     p = PurePosixPath(rel)
     parts = [x for x in p.parts if x != "."]
     if p.is_absolute() or ".." in parts or not parts:
-      raise UserError(f"{where}:{n}: path {rel!r} is not a relative path inside the dataset; refusing it")
+      raise UserError(f"{redact(where)}:{n}: path {rel!r} is not a relative path inside the dataset; refusing it")
     key, md5 = "/".join(parts), m.group(1).lower()
     if out.get(key, md5) != md5:
-      raise UserError(f"{where}:{n}: {rel!r} is listed twice with two md5s ({out[key]}, {md5}); the list "
+      raise UserError(f"{redact(where)}:{n}: {rel!r} is listed twice with two md5s ({out[key]}, {md5}); the list "
                       "contradicts itself: refusing it (delete it and rerun to fetch it again, or fix the mirror's list)")
     out[key] = md5
   if not out:
-    raise UserError(f"{where}: the md5 list names no files; delete it and rerun to fetch it again")
+    raise UserError(f"{redact(where)}: the md5 list names no files; delete it and rerun to fetch it again")
   return out
 
 
@@ -172,7 +173,7 @@ def fetch_listing(source: str, md5_out: str | Path, uri_out: str | Path, *, root
     base = get_text(loc, f"dataset {name} (.uri)", attempts=attempts, backoff=backoff, policy=policy,
                     log=log).strip()
     if not re.fullmatch(r"https?://\S+", base):
-      raise UserError(f"dataset {name}: {loc} should hold the dataset's base URL, got {base[:80]!r}; check the "
+      raise UserError(f"dataset {name}: {redact(loc)} should hold the dataset's base URL, got {redact(base)[:80]!r}; check the "
                       "source URL in the config")
     list_url = md5_list_url(loc)
     text = get_text(list_url, f"dataset {name} (md5 list)", attempts=attempts, backoff=backoff, policy=policy,
@@ -190,7 +191,7 @@ def fetch_listing(source: str, md5_out: str | Path, uri_out: str | Path, *, root
     tmp.write_text("".join(f"{m}  ./{rel}\n" for rel, m in listing.items()))
   with one_line_os_errors(Path(uri_out)), atomic_path(uri_out) as tmp:
     tmp.write_text(base.rstrip("/") + "\n")
-  log(f"dataset {name}: {len(listing)} files listed, base {base}")
+  log(f"dataset {name}: {len(listing)} files listed, base {redact(base)}")
   return len(listing)
 
 
@@ -255,9 +256,9 @@ def write_error(e: OSError, dest: Path) -> UserError | None:
   """A one-line UserError for a full disk or a permission problem while writing `dest`; None for other errors."""
   where = e.filename or dest
   if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
-    return UserError(f"{where}: no space left to write {dest.name} ({e.strerror}); free space on that filesystem "
+    return UserError(f"{redact(where)}: no space left to write {dest.name} ({e.strerror}); free space on that filesystem "
                      "or point basedir at a larger one, then rerun (a partial download resumes)")
   if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-    return UserError(f"{where}: cannot write {dest.name} ({e.strerror}); make {dest.parent} writable for this user "
+    return UserError(f"{redact(where)}: cannot write {dest.name} ({e.strerror}); make {dest.parent} writable for this user "
                      "or point basedir elsewhere, then rerun")
   return None

@@ -120,6 +120,38 @@ def _write_safetensors_streaming(path: Path, shapes: dict[str, tuple[int, ...]],
       del arr
 
 
+def _open_weights(path: Path):
+  from safetensors import SafetensorError, safe_open
+  if not path.is_file():
+    raise UserError(f"{path}: weights file not found; run the convert_checkpoint rule "
+                    f"(python -m mlperf_bert convert-checkpoint) first")
+  try:
+    return safe_open(str(path), framework="numpy")
+  except (SafetensorError, OSError) as e:
+    raise UserError(f"{path}: not a readable safetensors file ({e}); delete it and convert the checkpoint again") from None
+
+
+def _check_shapes(path: Path, f, expected: dict[str, tuple[int, ...]]) -> None:
+  keys = set(f.keys())
+  for name, want in expected.items():
+    if name not in keys:
+      raise UserError(f"{path}: parameter {name!r} (shape {list(want)}) is missing; the file does not match "
+                      f"the model config, convert the checkpoint with the matching bert_config.json")
+    shape = tuple(f.get_slice(name).get_shape())
+    if shape != tuple(want):
+      raise UserError(f"{path}: parameter {name!r} has shape {list(shape)}, the model expects {list(want)}; "
+                      f"use the bert_config.json the checkpoint was converted with")
+
+
+def check_weight_shapes(safetensors_path: str | os.PathLike, config: BertConfig) -> None:
+  """Every parameter of the model `config` describes is in the converted file with its shape (read from the
+  file's header alone: no tensor is loaded, nothing is compiled); UserError (one line) naming the first that is
+  missing or shaped otherwise (e.g. a transposed kernel). train checks this before it writes or compiles anything."""
+  path = Path(safetensors_path)
+  with _open_weights(path) as f:
+    _check_shapes(path, f, parameter_shapes(config))
+
+
 def load_weights(model, safetensors_path: str | os.PathLike, log: Callable[[str], None] | None = None) -> dict:
   """Assign every parameter of `model` (a BertForPretraining) from a converted safetensors file, strictly.
 
@@ -127,28 +159,13 @@ def load_weights(model, safetensors_path: str | os.PathLike, log: Callable[[str]
   beyond a reduced `num_hidden_layers`) and counted. Load before moving or sharding the model.
   Returns {"loaded", "extra", "parameters"}.
   """
-  from safetensors import SafetensorError, safe_open
   from tinygrad import Tensor
 
   path = Path(safetensors_path)
-  if not path.is_file():
-    raise UserError(f"{path}: weights file not found; run the convert_checkpoint rule "
-                    f"(python -m mlperf_bert convert-checkpoint) first")
-  try:
-    f = safe_open(str(path), framework="numpy")
-  except (SafetensorError, OSError) as e:
-    raise UserError(f"{path}: not a readable safetensors file ({e}); delete it and convert the checkpoint again") from None
-  with f:
+  with _open_weights(path) as f:
     keys = set(f.keys())
     params = model.state_dict()
-    for name, t in params.items():
-      if name not in keys:
-        raise UserError(f"{path}: parameter {name!r} (shape {list(t.shape)}) is missing; the file does not match "
-                        f"the model config, convert the checkpoint with the matching bert_config.json")
-      shape = tuple(f.get_slice(name).get_shape())
-      if shape != tuple(t.shape):
-        raise UserError(f"{path}: parameter {name!r} has shape {list(shape)}, the model expects {list(t.shape)}; "
-                        f"use the bert_config.json the checkpoint was converted with")
+    _check_shapes(path, f, {name: tuple(t.shape) for name, t in params.items()})
     for name, t in params.items():
       arr = f.get_tensor(name)
       t.assign(Tensor(np.ascontiguousarray(arr, dtype=np.float32), device=t.device).cast(t.dtype)).realize()

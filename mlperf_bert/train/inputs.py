@@ -1,9 +1,9 @@
 """What a training run reads and writes (`RunInputs`, one value from the train rule to TrainRun), and the checks of
-it before anything is written: the eval set is not among the training shards, and the model's vocabulary holds every
-token id of the shards. The checks read only the shards' headers (and the token ids of a shard that records no
-vocabulary size)."""
+it before anything is written: the --eval file is the eval set (its header says so) and not among the training
+shards, and the model's vocabulary holds every token id of the shards. The checks read only the shards' headers (and
+the token ids of a shard that records no vocabulary size)."""
 from __future__ import annotations
-import dataclasses, json, os
+import dataclasses, json, os, warnings
 from pathlib import Path
 from typing import Sequence
 
@@ -48,13 +48,16 @@ def _same_file(a: Path, b: Path) -> bool:
 
 def check_train_inputs(shard_paths: Sequence[Path], eval_path: str | os.PathLike,
                        bert_config: str | os.PathLike) -> None:
-  """UserError (one line) when a training shard is the eval set (its header's eval flag, or the --eval file
-  itself), or when bert_config.json's vocab_size is below the vocabulary a shard's token ids come from."""
+  """UserError (one line) when the --eval file is not an eval set (check_eval_set), when a training shard is the
+  eval set (its header's eval flag, or the --eval file itself), or when bert_config.json's vocab_size is below the
+  vocabulary a shard's token ids come from."""
   eval_path = Path(eval_path)
   try: vocab = int(json.loads(Path(bert_config).read_text())["vocab_size"])
   except (OSError, ValueError, KeyError, TypeError) as e:
     raise UserError(f"{bert_config}: cannot read vocab_size ({type(e).__name__}: {e}); pass BERT's "
                     "bert_config.json") from None
+  with Shard(eval_path, check=False) as sh:  # the header only
+    check_eval_set(sh, among_shards=any(_same_file(p, eval_path) for p in shard_paths))
   for p in [*shard_paths, eval_path]:
     with Shard(p, check=False) as sh:  # the header only
       if p is not eval_path and (sh.eval_set or _same_file(p, eval_path)):
@@ -66,6 +69,24 @@ def check_train_inputs(shard_paths: Sequence[Path], eval_path: str | os.PathLike
       top = 0 if sh.vocab_size else _max_token_id(sh)  # a shard that records no vocabulary: its ids themselves
       if top >= vocab:
         raise UserError(f"{bert_config}: vocab_size {vocab}, but {p} holds token id {top}: {_LOST}")
+
+
+def check_eval_set(sh: Shard, *, among_shards: bool = False) -> None:
+  """The --eval file must prove it is the eval set: its header's eval flag, which only the eval set's builder
+  (data/evalset.py: eval.txt, then the reference's picks) sets. A format-2 shard without the flag was built from a
+  training topic: UserError naming the real mistake (`among_shards`: the same file is also among --shards). A
+  format-1 shard (written before shards recorded their source) cannot tell: a warning, and it is read."""
+  if sh.eval_set:
+    return
+  also = " (it is also among --shards)" if among_shards else ""
+  if sh.version >= 2:
+    raise UserError(f"{sh.path} is a training shard given as the eval set{also}: its header has no eval-set flag "
+                    f"(the eval set is built from eval.txt and the reference's eval picks); pass the eval set to "
+                    "--eval (<basedir>/eval/eval.shard, built by the workflow's evalset rule) and the training "
+                    "shards to --shards")
+  warnings.warn(f"{sh.path}: a format-{sh.version} shard, which cannot say whether it is the eval set (it records no "
+                "source); it is used as the eval set as given. Rebuild it (snakemake --force "
+                "<basedir>/eval/eval.shard) for an eval set that proves it is one", stacklevel=2)
 
 
 _LOST = ("the ids above it would lose their masked-LM labels; pass the bert_config.json of the shards' vocabulary, "

@@ -34,6 +34,7 @@ from mlperf_bert.errors import UserError
 from mlperf_bert.data.loader import TrainLoader, eval_batches, eval_window, open_shards
 from mlperf_bert.mlperf_log import event_keys
 from mlperf_bert.train.hparams import fingerprinted
+from mlperf_bert.train.checkpoint import check_weight_shapes
 from mlperf_bert.train.inputs import RunInputs, check_train_inputs
 from mlperf_bert.train.mllog import ResultLog
 from mlperf_bert.train.record import publish_result
@@ -117,6 +118,7 @@ class TrainRun:
     self.cfg = model_config(inputs.bert_config, s.model)
     if inputs.init_weights is not None and not inputs.init_weights.is_file():
       raise UserError(f"{inputs.init_weights}: initial checkpoint not found; run the checkpoint conversion first")
+    if inputs.init_weights is not None: check_weight_shapes(inputs.init_weights, self.cfg)  # before any compile
     self.fingerprint = hashlib.sha256(json.dumps(
       {"hp": fingerprinted(s), "shards": [p.name for p in inputs.shards], "seq": self.seq, "pred": self.pred,
        "model": dataclasses.asdict(self.cfg),

@@ -209,3 +209,49 @@ def test_disk_full_is_one_line(tmp_path):
     assert _leftovers(small) == []
   finally:
     subprocess.run(["umount", str(small)], check=True)
+
+
+# ---- the hostile loopback server (tests/r2_server.py): a cut body leaves no .part; credentials never shown ----
+@pytest.fixture
+def r2():
+  from r2_server import R2Server
+  with R2Server() as s:
+    s.datasets["ds"] = {"payload.bin": PAYLOAD}
+    yield s
+
+
+def test_a_body_over_its_bound_removes_the_part_an_earlier_attempt_kept(r2, tmp_path):
+  from mlperf_bert.data.http import FetchPolicy
+  out, url = tmp_path / "dl" / "payload.bin", f"{r2.url}/data/ds/payload.bin"
+  r2.faults["payload.bin"], r2.drop_at["payload.bin"] = "drop", 300_000
+  with pytest.raises(UserError, match="failed 1 times"):  # an honest cut: what arrived is kept for resuming
+    fetch(url, out, md5=PAYLOAD_MD5, attempts=1, log=lambda s: None, quiet=True)
+  assert [p.stat().st_size for p in out.parent.glob(".payload.bin.*.part")] == [300_000]
+  for fault, bound, said in (("oversize", 2_000_000, "announces"), ("endless", 600_000, "sent more than")):
+    if fault == "endless":  # the kept part again, then a body that never ends
+      r2.faults["payload.bin"] = "drop"
+      with pytest.raises(UserError, match="failed 1 times"):
+        fetch(url, out, md5=PAYLOAD_MD5, attempts=1, log=lambda s: None, quiet=True)
+      assert _leftovers(out.parent)
+    r2.faults["payload.bin"] = fault
+    with pytest.raises(UserError) as e:
+      fetch(url, out, md5=PAYLOAD_MD5, attempts=1, policy=FetchPolicy(max_file_bytes=bound), log=lambda s: None,
+            quiet=True)
+    assert said in str(e.value) and "max_file_bytes" in str(e.value), e.value
+    assert _leftovers(out.parent) == []  # neither the target nor any .part: a body cut at its bound is not the file
+
+
+def test_a_urls_credentials_are_never_shown(r2, tmp_path):
+  port = r2.httpd.server_address[1]
+  secret_url = f"http://alice:s3cret@127.0.0.1:{port}/data/ds/payload.bin"
+  said = []
+  info = fetch(secret_url, tmp_path / "payload.bin", md5=PAYLOAD_MD5, log=said.append, quiet=True)
+  assert info["source"] == f"http://***@127.0.0.1:{port}/data/ds/payload.bin"
+  assert said and not any("s3cret" in s or "alice" in s for s in said), said
+  for src in (f"http://alice:s3cret@127.0.0.1:{port}/data/ds/missing.txt",  # HTTP 404
+              f"mlcommons-r2:http://alice:s3cret@127.0.0.1:{port}/metadata/nothere.uri"):  # no such dataset
+    with pytest.raises(UserError) as e:
+      fetch(src, tmp_path / "x" / "payload.bin", md5=None, attempts=1, log=said.append, quiet=True)
+    msg = str(e.value)
+    assert "s3cret" not in msg and "alice" not in msg and "***@127.0.0.1" in msg, msg
+  assert not any("s3cret" in s for s in said)

@@ -186,7 +186,7 @@ def test_run_evaluate_uses_the_setting(parity, trained, tmp_path):
   hp, steps, _ = trained
   s = tool.SETTINGS
   rows = _shard_rows(batches, [f"evalx{j}" for j in range(s["EVAL_BATCHES"])])
-  write_shard(tmp_path / "eval.shard", rows, max_seq_length=s["SEQ"], max_predictions_per_seq=s["PRED"])
+  write_shard(tmp_path / "eval.shard", rows, max_seq_length=s["SEQ"], max_predictions_per_seq=s["PRED"], eval_set=True)
   # a training shard of its own (train refuses the eval set as one); the eval step reads only the eval set
   write_shard(tmp_path / "train.shard", rows, max_seq_length=s["SEQ"], max_predictions_per_seq=s["PRED"])
   config = tmp_path / "bert_config.json"
@@ -363,7 +363,7 @@ def test_eval_in_between_continues_as_tinygrad(parity, tmp_path, free):
   write_shard(tmp_path / "train.shard", _shard_rows(batches, [f"train{i}" for i in range(s["STEPS"])]),
               max_seq_length=s["SEQ"], max_predictions_per_seq=s["PRED"])
   write_shard(tmp_path / "eval.shard", _shard_rows(batches, [f"evalx{j}" for j in range(s["EVAL_BATCHES"])]),
-              max_seq_length=s["SEQ"], max_predictions_per_seq=s["PRED"])
+              max_seq_length=s["SEQ"], max_predictions_per_seq=s["PRED"], eval_set=True)
   save_file(init, str(tmp_path / "init.safetensors"))
   (tmp_path / "bert_config.json").write_text(json.dumps({**tool.model_config().__dict__}))
   hp = _hp(tool, EVAL_STEP_FREQ=3, TARGET=1.0, CKPT=False, CACHE_CLEAR=False, INIT_BENCHMARK_STEPS=0,

@@ -53,7 +53,7 @@ def data(tmp_path_factory):
     p = d / f"part-{f:05d}-of-00003.shard"
     write_shard(p, synth_instances(40, rng), max_seq_length=SEQ, max_predictions_per_seq=PRED)
     shards.append(p)
-  write_shard(d / "eval.shard", synth_instances(20, rng), max_seq_length=SEQ, max_predictions_per_seq=PRED)
+  write_shard(d / "eval.shard", synth_instances(20, rng), max_seq_length=SEQ, max_predictions_per_seq=PRED, eval_set=True)
   return {"shards": shards, "eval": d / "eval.shard", "config": tiny_config(d / "bert_config.json")}
 
 

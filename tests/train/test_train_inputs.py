@@ -12,7 +12,7 @@ from mlperf_bert.errors import UserError
 from mlperf_bert.data.loader import list_shards
 from mlperf_bert.data.shards import Shard
 from mlperf_bert.train.hparams import load_platform, resolve
-from mlperf_bert.train.inputs import RunInputs
+from mlperf_bert.train.inputs import RunInputs, check_train_inputs
 from mlperf_bert.train.run import TrainRun
 from test_train import PRED, SEQ, VOCAB, synth_instances, tiny_config
 
@@ -59,13 +59,40 @@ def test_the_eval_set_is_refused_as_a_training_shard(tree, tmp_path):
   assert _nothing_written(out)
 
 
-def test_an_unflagged_eval_set_is_refused_when_it_is_the_eval_file(tree, tmp_path):
-  old = tmp_path / "eval.shard"  # an eval set from before the flag: the same file as --eval
-  write_shard(old, synth_instances(8, np.random.default_rng(1)), max_seq_length=SEQ, max_predictions_per_seq=PRED)
+def test_a_training_shard_given_as_the_eval_set_is_refused(tree, tmp_path):
+  """`train --eval shards/part-00000...`: the eval set must prove it is one (its header's eval flag); with the same
+  file among --shards too, the message names that mistake, not "part-00000 is the eval set"."""
+  part = tree / "shards/part-00000-of-00001.shard"
+  other = tmp_path / "part-00001-of-00002.shard"
+  write_shard(other, synth_instances(16, np.random.default_rng(3)), max_seq_length=SEQ, max_predictions_per_seq=PRED,
+              vocab_size=VOCAB)
   out = tmp_path / "run" / "result_bert_0.log"
-  with pytest.raises(UserError, match="is the eval set, not a training shard"):
-    _train(tree, out, shards=[old], eval_set=old)
+  for shards in ([other], [part]):
+    with pytest.raises(UserError) as e:
+      _train(tree, out, eval_set=part, shards=shards)
+    msg = str(e.value)
+    assert msg.startswith(f"{part} is a training shard given as the eval set") and "\n" not in msg, msg
+    assert "pass the eval set to --eval (<basedir>/eval/eval.shard" in msg and "is the eval set," not in msg
+    assert ("also among --shards" in msg) == (shards == [part])
   assert _nothing_written(out)
+
+
+def _as_format_1(src: Path, dst: Path) -> Path:
+  """The same shard in format 1 (the 128-byte header of docs/shard-format.md, no source record, no eval flag)."""
+  import struct, zlib
+  data = src.read_bytes()
+  head = bytearray(data[:72].ljust(124, b"\0"))
+  struct.pack_into("<II", head, 8, 1, 128)
+  struct.pack_into("<I", head, 52, struct.unpack_from("<I", head, 52)[0] & ~2)  # format 1 had no eval flag
+  dst.write_bytes(bytes(head) + struct.pack("<I", zlib.crc32(bytes(head))) + data[256:])
+  return dst
+
+
+def test_a_format_1_eval_set_is_still_read_with_a_warning(tree, tmp_path):
+  old = _as_format_1(tree / "eval/eval.shard", tmp_path / "eval.shard")
+  assert Shard(old).version == 1 and not Shard(old).eval_set and len(Shard(old)) == 8
+  with pytest.warns(UserWarning, match="format-1 shard, which cannot say whether it is the eval set"):
+    check_train_inputs(list_shards(tree / "shards"), old, tree / "bert_config.json")  # accepted: no UserError
 
 
 def test_a_bert_config_with_a_smaller_vocabulary_is_refused(tree, tmp_path):
@@ -98,3 +125,34 @@ def test_a_seed_outside_the_schema_bounds_is_one_line_and_writes_nothing(tree, t
   assert rc == 2 and err[-1] == (f"error: seed {seed} is outside 0..4294967295 (numpy's seed range, the bounds of "
                                  "`seeds` in schemas/config.schema.yaml); pick a seed in that range")
   assert _nothing_written(out) and not (tmp_path / "ckpt").exists()
+
+
+def test_init_weights_with_transposed_shapes_are_refused_before_compiling(tree, tmp_path, capsys):
+  """A checkpoint whose kernels are transposed is refused from its header before a kernel is compiled: no
+  `.log.partial`, no checkpoint folder, and in well under the minute the first compile takes."""
+  import time
+  from safetensors.numpy import save_file
+  from mlperf_bert.train.model import parameter_shapes
+  from mlperf_bert.train.trainer import model_config
+  settings = resolve(load_platform(REPO / "profiles/cpu/platform.yaml"), {"EVAL_SAMPLES": 8}, seed=0, eval_examples=8)
+  cfg = model_config(tree / "bert_config.json", settings.model)  # the platform's size overrides applied
+  shapes = parameter_shapes(cfg)
+  H, I = cfg.hidden_size, cfg.intermediate_size
+  assert H != I
+  weights = {k: np.zeros(s[::-1] if k.endswith("intermediate/dense/kernel") else s, np.float32)
+             for k, s in shapes.items()}
+  bad = tmp_path / "model.safetensors"
+  save_file(weights, str(bad))
+  out = tmp_path / "run" / "result_bert_0.log"
+  t = time.process_time()
+  rc = main(["train", "--platform-file", str(REPO / "profiles/cpu/platform.yaml"), "--shards", str(tree / "shards"),
+             "--eval", str(tree / "eval/eval.shard"), "--bert-config", str(tree / "bert_config.json"),
+             "--max-seq-length", str(SEQ), "--max-predictions-per-seq", str(PRED), "--seed", "0",
+             "--out", str(out), "--ckpt-dir", str(tmp_path / "ckpt"), "--set", "EVAL_SAMPLES=8",
+             "--init-weights", str(bad)])
+  took = time.process_time() - t
+  err = capsys.readouterr().err.strip().splitlines()
+  assert rc == 2 and err[-1] == (f"error: {bad}: parameter 'bert/encoder/layer_0/intermediate/dense/kernel' has shape "
+                                 f"[{I}, {H}], the model expects [{H}, {I}]; use the bert_config.json the checkpoint "
+                                 "was converted with"), err
+  assert _nothing_written(out) and not (tmp_path / "ckpt").exists() and took < 10

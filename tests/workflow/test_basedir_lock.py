@@ -34,3 +34,72 @@ def test_a_second_run_on_a_locked_basedir_is_refused_naming_the_holder(tmp_path)
   snakemake(wd, "--cores", "1", "--config", f"basedir={base}", "--", target, timeout=300)  # no stale lock
   assert (base / "download" / "vocab.txt").is_file()
   assert f"(checkout {REPO}, since " in (base / LOCK_RECORD).read_text()  # the last holder
+
+
+# a tiny workflow of this project's kind: the basedir lock taken in onstart (as rules/common.smk does), one job
+# whose script runs under job_log and sleeps
+TINY_SNAKEFILE = """import sys
+sys.path.insert(0, {repo!r})
+from mlperf_bert.snakejob import lock_basedir
+BASE = config["base"]
+LOCK = []
+
+onstart:
+    LOCK.append(lock_basedir(BASE, checkout="tiny", argv=sys.argv))
+
+rule sleeper:
+    output: BASE + "/done"
+    log: BASE + "/logs/sleeper/sleeper.log"
+    script: "sleeper.py"
+"""
+SLEEPER = """import os, sys, time
+sys.path.insert(0, {repo!r})
+from mlperf_bert.snakejob import job_log
+with job_log(snakemake.log[0]):
+    open(snakemake.config["base"] + "/job.pid", "w").write(str(os.getpid()))
+    time.sleep(120)
+    open(snakemake.output[0], "w").write("finished")
+"""
+
+
+def _alive(pid: int) -> bool:
+  try:
+    with open(f"/proc/{pid}/stat") as f:
+      return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+  except OSError:
+    return False
+
+
+def test_a_job_does_not_outlive_its_killed_workflow(tmp_path):
+  """kill -9 of Snakemake frees the basedir lock; the running job notices within seconds and stops, in one line."""
+  import os, signal, time
+  base = tmp_path / "base"
+  (tmp_path / "Snakefile").write_text(TINY_SNAKEFILE.format(repo=str(REPO)))
+  (tmp_path / "sleeper.py").write_text(SLEEPER.format(repo=str(REPO)))
+  smk = subprocess.Popen([sys.executable, "-m", "snakemake", "-s", str(tmp_path / "Snakefile"), "-d", str(tmp_path),
+                          "--cores", "1", "--config", f"base={base}"], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+  pidfile, job = base / "job.pid", None
+  try:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (pidfile.is_file() and pidfile.read_text()):
+      assert smk.poll() is None, "snakemake ended before its job started"
+      time.sleep(0.2)
+    job = int(pidfile.read_text())
+    assert _alive(job)
+    os.kill(smk.pid, signal.SIGKILL)
+    smk.wait()
+    t = time.monotonic()
+    while _alive(job) and time.monotonic() - t < 15:
+      time.sleep(0.2)
+    assert not _alive(job), "the job outlived its killed workflow"
+    took = time.monotonic() - t
+  finally:
+    if smk.poll() is None: smk.kill()
+    if job is not None and _alive(job): os.kill(job, signal.SIGKILL)
+  log = (base / "logs/sleeper/sleeper.log").read_text()
+  errors = [line for line in log.splitlines() if line.startswith("error:")]
+  assert errors == [f"error: {base / LOCK_RECORD} is no longer held: the Snakemake run that started this job is gone "
+                    f"(killed); this job (process {job}) stops too. Rerun the same snakemake command to continue "
+                    "(training resumes from its last checkpoint)"], log
+  assert "Traceback" not in log and not (base / "done").exists() and took < 5

@@ -89,3 +89,38 @@ def test_a_refused_basedir_stops_the_workflow_before_anything_runs(tmp_path):
   out = r.stdout + r.stderr
   assert r.returncode != 0 and "basedir '../..' is" in out and "to a folder of its own" in out, out[-3000:]
   assert "Traceback" not in out
+
+
+def test_a_basedir_that_is_a_file_is_one_line(tmp_path):
+  (tmp_path / "afile").write_text("not a folder")
+  for basedir, why in (("afile", "a file, not a folder"), ("afile/sub", f"under {tmp_path / 'afile'}, which is a file")):
+    with pytest.raises(UserError, match=f"basedir '{basedir}' is .*{why}") as e:
+      check_basedir(basedir, repo=REPO, workdir=tmp_path)
+    assert "\n" not in str(e.value)
+  r = snakemake(tmp_path, "-n", "--config", "basedir=afile", check=False, timeout=120)  # was a 13-line traceback
+  out = r.stdout + r.stderr
+  assert r.returncode != 0 and "a file, not a folder; every artifact" in out and "Traceback" not in out, out[-3000:]
+  assert "NotADirectoryError" not in out
+
+
+def test_check_config_refuses_nested_mapping_aliases_before_snakemake_would_hang(tmp_path, capsys):
+  """Snakemake merges a --configfile itself, before the Snakefile runs, and hangs on nested mapping aliases (docs/
+  reliability.md): `python -m mlperf_bert check-config FILE` refuses them in one line, at the first alias."""
+  import time
+  from mlperf_bert.cli import main as cli_main
+  levels = 9  # a billion laughs of mappings: 10**8 leaves once expanded
+  lines = ["l0: &l0 {a: lol}"] + [f"l{i}: &l{i} {{" + ", ".join(f"k{j}: *l{i - 1}" for j in range(10)) + "}"
+                                  for i in range(1, levels)]
+  bomb = tmp_path / "bomb.yaml"
+  bomb.write_text("\n".join(lines) + f"\ntrain: *l{levels - 1}\n")
+  t = time.process_time()
+  assert cli_main(["check-config", str(bomb)]) == 2
+  err = capsys.readouterr().err.strip().splitlines()
+  assert err == [f"error: {bomb}:2: YAML alias *l0: aliases are refused in this file (a few nested ones expand to "
+                 "gigabytes); write the value out instead of referring to an anchor"] and time.process_time() - t < 5
+  ok = tmp_path / "seeds.yaml"
+  ok.write_text("seeds: [0, 1, 2]\n")
+  assert cli_main(["check-config", str(ok)]) == 0 and "valid over" in capsys.readouterr().out
+  (tmp_path / "bad.yaml").write_text("seeds: ten\n")
+  assert cli_main(["check-config", str(tmp_path / "bad.yaml")]) == 2
+  assert "key 'seeds' must be of type array" in capsys.readouterr().err
