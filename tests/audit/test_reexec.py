@@ -107,3 +107,17 @@ def test_a_record_without_final_weights_is_not_re_executable(tmp_path):
   a = Audit(str(tmp_path), "basedir", "5.0.0")
   reexecute_eval(a, tmp_path, log, seed=1, budget_s=10, hasher=hashes)
   assert [r.status for r in a.rows] == ["WARN"] and a.rows[0].reason.startswith("not re-executable: "), a.rows
+
+
+def test_a_received_submission_is_not_re_executable(tmp_path):
+  """tinycorp's published v4.1 tinybox_red (logs only): the table says re-execution was not possible, not PASS."""
+  from mlperf_bert.audit.tree import run_audit
+  org = tmp_path / "tinycorp"
+  src = Path(__file__).resolve().parents[1] / "data" / "tinycorp-v4.1"
+  shutil.copytree(src / "systems", org / "systems")
+  shutil.copytree(src / "results" / "tinybox_red", org / "results" / "tinybox_red")
+  for j in (org / "systems").glob("*.json"):
+    if j.stem != "tinybox_red": j.unlink()
+  a = run_audit(org, ruleset="4.1.0")
+  rows = [r for r in a.rows if r.check == "re-execution"]
+  assert [r.status for r in rows] == ["SKIP"] and rows[0].reason.startswith("not re-executable: a received"), rows
