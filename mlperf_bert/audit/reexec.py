@@ -137,8 +137,9 @@ def _stream(cmd: list[str], env: dict, deadline: float, need: int) -> tuple[list
       try: line = q.get(timeout=max(left, 0.1) if len(lines) >= need else 1.0)
       except queue.Empty: continue
       if line is None: break
-      try: lines.append(json.loads(line))
-      except ValueError: pass
+      try: obj = json.loads(line)
+      except ValueError: continue  # not one of the eval process's lines
+      if isinstance(obj, dict): lines.append(obj)
     if p.poll() is None: p.kill()
     p.wait()
     err.seek(0)

@@ -93,7 +93,10 @@ def save_final_weights(trainer, path: str | os.PathLike, folder: Path) -> dict[s
     if isinstance(t.device, tuple): t = t.to(t.device[0])
     if t.dtype == dtypes.bfloat16: t = t.float()
     arrays[k] = np.ascontiguousarray(t.numpy())
-  with atomic_path(path) as tmp: save_file(arrays, str(tmp), metadata={"format": WEIGHTS_FORMAT})
+  with atomic_path(path) as tmp:
+    mode = tmp.stat().st_mode & 0o777
+    save_file(arrays, str(tmp), metadata={"format": WEIGHTS_FORMAT})
+    os.chmod(tmp, mode)  # safetensors writes a file of its own (0600); keep the target's usual permissions
   return {"path": os.path.relpath(os.path.abspath(path), os.path.abspath(folder)), "bytes": os.path.getsize(path),
           "sha256": file_digest(path, "sha256")}
 
