@@ -271,7 +271,8 @@ def _cmd_audit(a) -> int:
       raise UserError(f"--json {a.json}: inside the audited tree {path}; the audit writes nothing there, pick "
                       "another path")
   audit = run_audit(path, ruleset=normalize_ruleset(a.ruleset), strict=a.strict, workflow_dir=a.workflow_dir,
-                    workdir=a.workdir, configfiles=a.configfile, config=a.config, dry_run=not a.no_dry_run)
+                    workdir=a.workdir, configfiles=a.configfile, config=a.config, dry_run=not a.no_dry_run,
+                    reexecute=a.reexecute, reexecute_seed=a.reexecute_seed, reexecute_budget=a.reexecute_budget)
   print(format_table(audit))
   if a.json:
     with atomic_path(a.json) as tmp:
@@ -310,6 +311,13 @@ def _add_audit(sub) -> None:
   p.add_argument("--config", action="extend", nargs="+", metavar="KEY=VALUE",
                  help="basedir audits: config overrides the run used (as snakemake --config: several after one flag)")
   p.add_argument("--no-dry-run", action="store_true", help="basedir audits: skip Snakemake's dry run")
+  p.add_argument("--reexecute", action=argparse.BooleanOptionalAction, default=True,
+                 help="basedir audits: rebuild a random sample of shards and evaluate a random sample of the last "
+                 "eval's batches on the final weights (default: on)")
+  p.add_argument("--reexecute-seed", type=int, metavar="N", help="the sample's seed (default: drawn from os.urandom "
+                 "and printed; pass it to repeat a draw)")
+  p.add_argument("--reexecute-budget", type=float, metavar="SECONDS", help="time bound of the re-execution (default "
+                 "300; at least one shard and one eval batch per log are redone whatever it says)")
   p.set_defaults(func=_cmd_audit)
 
   p = sub.add_parser("submission", help="assemble and check an MLPerf submission package from result logs",

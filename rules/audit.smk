@@ -4,6 +4,8 @@ rule provenance:
     input:
         log=B(RESULT_LOG),
         train_record=B(TRAIN_RECORD),
+        # the final weights the train rule writes (tinygrad's own trainer writes none)
+        final_weights=[B(FINAL_WEIGHTS)] if TRAINER != "tinygrad" else [],
         downloads=provenance_downloads,
         shards=lambda w: [ancient(p) for p in all_shards(w)],
         shard_sums=ancient(B("shards/SHA256SUMS")),

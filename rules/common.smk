@@ -64,6 +64,8 @@ def B(*parts):
 # The artifacts that more than one rule names, as patterns under the basedir (Snakemake wildcards)
 RESULT_LOG = "results/{platform}/result_bert_{seed}.log"
 TRAIN_RECORD = "results/{platform}/result_bert_{seed}.train.json"
+# the train process's final weights (mlperf_bert/train/evidence.py): the audit re-executes part of the last eval on them
+FINAL_WEIGHTS = "results/{platform}/result_bert_{seed}.final.safetensors"
 PROVENANCE = "results/{platform}/result_bert_{seed}.provenance.json"
 TRAIN_LOG = "logs/train/{platform}/seed_{seed}.log"  # the train job's log: it holds the trainer's per-step lines
 RUN_FIGURE = "report/{platform}/run_{seed}.png"

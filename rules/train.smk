@@ -18,6 +18,9 @@ rule train:
         # the train process's record of the shards, eval set and checkpoint it read and of the log it wrote
         # (mlperf_bert/train/record.py): written with the log, by this rule alone; the audit checks the log against it
         B(TRAIN_RECORD),
+        # its final weights (sha256 in the train record): the audit evaluates a random sample of the last eval's
+        # batches on them and compares the counts the record holds (mlperf_bert/audit/reexec.py)
+        B(FINAL_WEIGHTS),
     params:
         hparams=lambda w: train_hparams(w.seed),
         tinygrad=TINYGRAD_VERSION,

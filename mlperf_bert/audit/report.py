@@ -140,9 +140,10 @@ def audit_html(out_html: str | os.PathLike, audit) -> None:
 
 def audit_report(out_html: str | os.PathLike, basedir: str | os.PathLike, *, ruleset: str = RULESET,
                  workflow_dir: str | os.PathLike | None = None, resolved_config: dict | None = None) -> str:
-  """The basedir audit for Snakemake's report, without its dry run (Snakemake itself is running): writes the HTML
+  """The basedir audit for Snakemake's report, without its dry run (Snakemake itself is running) and without the
+  re-execution (minutes of work inside every workflow run; `python -m mlperf_bert audit` does it): writes the HTML
   page and returns the table as text."""
   audit = audit_basedir(basedir, ruleset=ruleset, workflow_dir=workflow_dir, dry_run=False,
-                        resolved_config=resolved_config)
+                        resolved_config=resolved_config, reexecute=False)
   audit_html(out_html, audit)
   return format_table(audit)

@@ -300,13 +300,16 @@ def check_result_logs(audit: Audit, base: Path, logs: list[Path], ruleset: str) 
 def audit_basedir(path: str | os.PathLike, *, ruleset: str = RULESET, strict: bool = False,
                   workflow_dir: str | os.PathLike | None = None, workdir: str | os.PathLike | None = None,
                   configfiles: list[str] | None = None, config: list[str] | None = None,
-                  dry_run: bool = True, resolved_config: dict | None = None) -> Audit:
+                  dry_run: bool = True, resolved_config: dict | None = None, reexecute: bool = True,
+                  reexecute_seed: int | None = None, reexecute_budget: float | None = None) -> Audit:
   """Audit a finished workflow tree: Snakemake's dry run (what would run, and why), every shard against
   SHA256SUMS and its sidecar, every result log against its provenance record (and the record's config against
   the current one), and the log checks on every result log; a submission package under it is audited too.
 
   resolved_config: the config as Snakemake resolved it (from inside a workflow job); otherwise it is rebuilt from
-  the workflow's config.yaml, `configfiles` and the `config` KEY=VALUE overrides."""
+  the workflow's config.yaml, `configfiles` and the `config` KEY=VALUE overrides. reexecute: rebuild a random
+  sample of shards and evaluate a random sample of eval batches on the final weights (audit/reexec.py), drawn with
+  `reexecute_seed` (None: drawn now) within `reexecute_budget` seconds."""
   from mlperf_bert.audit.provenance import git_state
   base = Path(path)
   audit = Audit(str(base), "basedir", ruleset, strict)
@@ -332,6 +335,12 @@ def audit_basedir(path: str | os.PathLike, *, ruleset: str = RULESET, strict: bo
     check_provenance(audit, base, log, now_cfg, head, hasher, workflow_dir=wf, workdir=wd)
   # text -> shard -> train record -> log: what each producing process recorded (audit/chain.py)
   check_chain(audit, base, logs, hasher, recorded_preprocessing(logs, now_cfg))
+  if reexecute:
+    from mlperf_bert.audit.reexec import DEFAULT_BUDGET_S, reexecute as redo
+    redo(audit, base, logs, recorded_preprocessing(logs, now_cfg), hasher, seed=reexecute_seed,
+         budget_s=DEFAULT_BUDGET_S if reexecute_budget is None else reexecute_budget)
+  else:
+    audit.add("SKIP", "re-execution", str(base), "skipped (--no-reexecute): nothing was redone")
   check_result_logs(audit, base, logs, ruleset)
   sub = base / "submission"
   if sub.is_dir():
@@ -345,10 +354,16 @@ def audit_basedir(path: str | os.PathLike, *, ruleset: str = RULESET, strict: bo
 # ----------------------------------------------------------------------------------------------------------------
 def run_audit(path: str | os.PathLike, *, ruleset: str = RULESET, strict: bool = False,
               workflow_dir: str | os.PathLike | None = None, workdir: str | os.PathLike | None = None,
-              configfiles: list[str] | None = None, config: list[str] | None = None, dry_run: bool = True) -> Audit:
+              configfiles: list[str] | None = None, config: list[str] | None = None, dry_run: bool = True,
+              reexecute: bool = True, reexecute_seed: int | None = None,
+              reexecute_budget: float | None = None) -> Audit:
   """Audit PATH, whichever kind it is."""
   p = Path(path)
   if detect_kind(p) == "basedir":
     return audit_basedir(p, ruleset=ruleset, strict=strict, workflow_dir=workflow_dir, workdir=workdir,
-                         configfiles=configfiles, config=config, dry_run=dry_run)
-  return audit_submission(p, ruleset, strict)
+                         configfiles=configfiles, config=config, dry_run=dry_run, reexecute=reexecute,
+                         reexecute_seed=reexecute_seed, reexecute_budget=reexecute_budget)
+  audit = audit_submission(p, ruleset, strict)
+  audit.add("SKIP", "re-execution", str(p), "not re-executable: a received submission holds logs only (no shard "
+            "text, no final weights); its numbers are checked, not redone")
+  return audit

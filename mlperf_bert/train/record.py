@@ -7,8 +7,9 @@ puts the result log in place and, beside it, `<log stem>.train.json` (both atomi
 removed again if the record cannot be written, so a log never stands without its record). The record holds the
 sha256 of every shard and of the eval set as this process mapped them (the bytes it trained and evaluated on, even
 if a file was replaced since), of the initial checkpoint and bert_config it loaded, and of the exact bytes of the
-result log it wrote, with the eval accuracies it measured. No later job writes it: the provenance rule and the
-audit only read it (mlperf_bert/audit/chain.py checks text -> shard -> train record -> log).
+result log it wrote, with the eval accuracies it measured; and, from this project's train process (not tinygrad's
+own trainer), the sha256 of the final weights it wrote and the counts of each batch of its last eval
+(train/evidence.py). No later job writes it: the provenance rule and the audit only read it (mlperf_bert/audit/chain.py checks text -> shard -> train record -> log).
 
 Paths are relative to the record's folder (a moved tree keeps its record valid); no absolute path is written.
 """
@@ -47,8 +48,10 @@ def _file_entry(path: str | os.PathLike | None, folder: Path) -> dict[str, Any] 
 
 
 def build_record(log_bytes: bytes, log_path: Path, *, shards: Sequence[Shard], eval_shard: Shard, init_weights,
-                 bert_config, settings: Settings, status: str, accuracies: Sequence[tuple[int, float]]) -> dict:
+                 bert_config, settings: Settings, status: str, accuracies: Sequence[tuple[int, float]],
+                 final_weights: dict | None = None, last_eval: dict | None = None) -> dict:
   folder = record_path(log_path).parent
+  evidence = {"final_weights": final_weights, "last_eval": last_eval} if final_weights else {}
   return {"schema": SCHEMA,
           "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
           "seed": settings.seed, "status": status,
@@ -59,12 +62,13 @@ def build_record(log_bytes: bytes, log_path: Path, *, shards: Sequence[Shard], e
           "eval_set": _shard_entry(eval_shard, folder),
           "init_checkpoint": _file_entry(init_weights, folder),
           "bert_config": _file_entry(bert_config, folder),
-          "hparams": rule_params(settings)}
+          "hparams": rule_params(settings), **evidence}
 
 
 def publish_result(work_log: str | os.PathLike, log_path: str | os.PathLike, **what) -> dict:
   """Copy the finished work log to `log_path` and write its train record beside it (see the module doc);
-  `what`: build_record's keyword arguments. Returns the record."""
+  `what`: build_record's keyword arguments (final_weights: the entry of the weights already written, last_eval:
+  the eval's batches, train/evidence.py). Returns the record."""
   log_path = Path(log_path)
   data = Path(work_log).read_bytes()  # the bytes written and the bytes hashed are one and the same
   rec = build_record(data, log_path, **what)

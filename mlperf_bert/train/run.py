@@ -31,13 +31,14 @@ from tinygrad.helpers import Context, GlobalCounters
 from tqdm import tqdm
 
 from mlperf_bert.errors import UserError
-from mlperf_bert.data.loader import TrainLoader, eval_batches, eval_window, open_shards
+from mlperf_bert.data.loader import TrainLoader, open_shards
 from mlperf_bert.mlperf_log import event_keys
+from mlperf_bert.train.evidence import eval_accuracy, eval_entry, run_eval, save_final_weights, weights_path
 from mlperf_bert.train.hparams import fingerprinted
 from mlperf_bert.train.checkpoint import check_weight_shapes
 from mlperf_bert.train.inputs import RunInputs, check_train_inputs
 from mlperf_bert.train.mllog import ResultLog
-from mlperf_bert.train.record import publish_result
+from mlperf_bert.train.record import publish_result, record_path
 from mlperf_bert.train.resume import find_resume, list_checkpoints, load_state, save_state
 from mlperf_bert.train.settings import Settings
 from mlperf_bert.train.trainer import ModelTrainer, devices_for, fake_batch, model_config
@@ -119,6 +120,7 @@ class TrainRun:
     if inputs.init_weights is not None and not inputs.init_weights.is_file():
       raise UserError(f"{inputs.init_weights}: initial checkpoint not found; run the checkpoint conversion first")
     if inputs.init_weights is not None: check_weight_shapes(inputs.init_weights, self.cfg)  # before any compile
+    self.last_eval: dict | None = None  # the last eval's batches (train/evidence.py), for the train record
     self.fingerprint = hashlib.sha256(json.dumps(
       {"hp": fingerprinted(s), "shards": [p.name for p in inputs.shards], "seq": self.seq, "pred": self.pred,
        "model": dataclasses.asdict(self.cfg),
@@ -218,22 +220,12 @@ class TrainRun:
   def _evaluate(self, trainer: ModelTrainer, evals_done: int = 0) -> tuple[float, float]:
     """(masked-LM accuracy, seconds). EVAL_METRIC tinygrad: the mean of the per-batch
     accuracies of MAX_EVAL_STEPS batches that continue where the previous eval stopped (`evals_done` evals ago
-    from row 0), as train_bert; pooled: correct / total over the first EVAL_SAMPLES rows (MLCommons)."""
-    e = self.s.eval
+    from row 0), as train_bert; pooled: correct / total over the first EVAL_SAMPLES rows (MLCommons). The batches'
+    counts are kept for the train record (train/evidence.py)."""
     st = time.perf_counter()
-    if e.metric == "tinygrad":
-      n, bs = e.max_steps, e.batch_size
-      ones = np.ones(bs, np.float32)
-      window = eval_window(self.eval_shard, bs, n, (evals_done * n * bs) % len(self.eval_shard))
-      accs = [trainer.evaluate(b, ones)[2].item() for b in window]
-      acc = sum(accs) / len(accs)
-    else:
-      correct = total = 0.0
-      for b, mask in eval_batches(self.eval_shard, e.batch_size, e.samples):
-        c, t, _ = trainer.evaluate(b, mask)
-        correct, total = correct + c.item(), total + t.item()
-      acc = correct / total if total else 0.0
-    return acc, time.perf_counter() - st
+    batches = run_eval(trainer, self.eval_shard, self.s.eval, evals_done)
+    self.last_eval = eval_entry(batches, step=0, evals_done=evals_done, settings=self.s, devices=self.devices)
+    return eval_accuracy([b for _, b in batches], self.s.eval.metric), time.perf_counter() - st
 
   def _timed_step(self, trainer: ModelTrainer, data: dict[str, np.ndarray], loader: TrainLoader, index: int
                   ) -> tuple[StepTiming, tuple[int, dict[str, np.ndarray]]]:
@@ -261,6 +253,7 @@ class TrainRun:
     log.eval_start(samples, step)
     if s.free_intermediate: trainer.free_intermediates(trainer.train_step)  # room for the eval's buffers
     acc, secs = self._evaluate(trainer, evals_done=(step - 1) // s.eval.step_freq)
+    self.last_eval["step"] = step
     if s.free_intermediate: trainer.free_intermediates(trainer.eval_step)
     log.eval_stop(samples, step, s.eval.logged_samples)
     log.eval_accuracy(acc, samples)
@@ -315,7 +308,7 @@ class TrainRun:
     if status == "stopped":
       return RunResult("stopped", step, step * gbs, accs, losses, None, step_ms)
     log.close()
-    self._publish(status, accs)
+    self._publish(status, accs, trainer)
     return RunResult(status, step, step * gbs, accs, losses, self.inputs.log, step_ms)
 
   def _diverged(self, log: ResultLog, step: int, loss: float):
@@ -325,12 +318,20 @@ class TrainRun:
       f"at {self.inputs.work_log}. Lower OPT_BASE_LEARNING_RATE, raise NUM_WARMUP_STEPS, or under fp16 lower "
       f"LOSS_SCALER; delete {self.inputs.ckpt_dir} to start over")
 
-  def _publish(self, status: str, accs: list[tuple[int, float]]):
-    """The result log and, beside it, the train record of what this process read and wrote (train/record.py); the
-    run is complete, so nothing is left to resume."""
+  def _publish(self, status: str, accs: list[tuple[int, float]], trainer: ModelTrainer):
+    """The result log and, beside it, the train record of what this process read and wrote (train/record.py) with
+    the final weights and the last eval's batches (train/evidence.py); the run is complete, so nothing is left to
+    resume."""
     i = self.inputs
-    publish_result(i.work_log, i.log, shards=self.shards, eval_shard=self.eval_shard, init_weights=i.init_weights,
-                   bert_config=i.bert_config, settings=self.s, status=status, accuracies=accs)
+    weights = weights_path(i.log)  # written first: a log never stands without its record, nor a record without them
+    final = save_final_weights(trainer, weights, record_path(i.log).parent) if self.last_eval else None
+    try:
+      publish_result(i.work_log, i.log, shards=self.shards, eval_shard=self.eval_shard, init_weights=i.init_weights,
+                     bert_config=i.bert_config, settings=self.s, status=status, accuracies=accs,
+                     final_weights=final, last_eval=self.last_eval)
+    except BaseException:
+      weights.unlink(missing_ok=True)
+      raise
     i.work_log.unlink()
     for _, p in list_checkpoints(i.ckpt_dir): p.unlink()
 

@@ -285,3 +285,28 @@ def test_train_record_holds_the_bytes_the_run_read_and_wrote(data, tmp_path):
   assert rec["eval_set"]["sha256"] == sha(data["eval"]) and rec["bert_config"]["sha256"] == sha(data["config"])
   assert rec["init_checkpoint"] is None and rec["eval_accuracy"] == [[s, a] for s, a in res.accuracies]
   assert all(not e["path"].startswith("/") for e in rec["shards"])
+
+
+@pytest.mark.parametrize("metric", ["tinygrad", "pooled"])
+def test_final_weights_and_last_eval_batches_re_execute_bit_exact(data, tmp_path, metric):
+  """The run saves its final weights (safetensors, sha256 in the record) and the counts of each batch of its last
+  eval, which give the logged accuracy; the same batches evaluated again on those weights with the trainer's eval
+  step (the audit's re-execution, train/evidence.py) give the same counts, bit for bit."""
+  import hashlib
+  from mlperf_bert.train.evidence import EvalBatch, eval_accuracy, reeval, weights_path
+  from mlperf_bert.train.record import read_record, record_path
+  from mlperf_bert.train.trainer import devices_for
+  run = make_run(data, tmp_path, TRAIN_STEPS=4, EVAL_STEP_FREQ=2, NUM_WARMUP_STEPS=1, CKPT=False, EVAL_BS=8,
+                 EVAL_SAMPLES=20, EVAL_METRIC=metric)
+  res = run.run()
+  rec = read_record(record_path(res.log_path))
+  w = weights_path(res.log_path)
+  assert w.name == "result_bert_3.final.safetensors" and w.read_bytes()[:8] != b"\x80\x04\x95"[:8]  # not a pickle
+  assert rec["final_weights"] == {"path": w.name, "bytes": w.stat().st_size,
+                                  "sha256": hashlib.sha256(w.read_bytes()).hexdigest()}
+  ev = rec["last_eval"]
+  assert ev["step"] == 4 and ev["evals_done"] == 1 and ev["metric"] == metric and ev["device"] == "CPU"
+  assert len(ev["batches"]) == 3  # ceil(20 / 8)
+  assert eval_accuracy([EvalBatch(*b) for b in ev["batches"]], metric) == res.accuracies[-1][1]
+  got = dict(reeval(record_path(res.log_path), [2, 0], devices_for("CPU", 1)))
+  assert [got[0].as_list(), got[2].as_list()] == [ev["batches"][0], ev["batches"][2]]

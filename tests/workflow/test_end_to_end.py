@@ -31,10 +31,12 @@ class Run:
     self.wd, self.base, self.cfg = wd, wd / "base", wd / "config.yaml"
     self.logs = [self.base / f"results/{PLATFORM}/result_bert_{s}.log" for s in SEEDS]
 
-  def audit(self) -> tuple[int, str]:
-    """`python -m mlperf_bert audit BASEDIR` as a user runs it after this workflow run."""
+  def audit(self, *args: str) -> tuple[int, str]:
+    """`python -m mlperf_bert audit BASEDIR` as a user runs it after this workflow run (re-execution on: a random
+    sample of the shards and eval batches is redone)."""
     p = subprocess.run([sys.executable, "-m", "mlperf_bert", "audit", str(self.base), "--workdir", str(self.wd),
-                        "--configfile", str(self.cfg)], capture_output=True, text=True, timeout=900, cwd=self.wd)
+                        "--configfile", str(self.cfg), *args], capture_output=True, text=True, timeout=900,
+                       cwd=self.wd)
     assert "Traceback" not in p.stdout + p.stderr, p.stdout + p.stderr
     return p.returncode, p.stdout
 
@@ -101,6 +103,13 @@ def test_clean_tree_audit_passes(run):
     assert re.search(rf"PASS\s+chain\s+{re.escape(log)}\s+train record -> log: the log is byte for byte", out), out
   assert re.search(r"PASS\s+chain\s+shards, eval\s+text -> shard: each of 9 shard\(s\) was built from the text", out), out
   assert re.search(r"PASS\s+chain\s+shards, eval\s+no duplicate shards", out), out
+  # re-execution: a sample of the shards rebuilt byte-identical, the last eval's batches bit-exact on the weights
+  assert re.search(r"PASS\s+re-execution\s+shards\s+\d of 8 topics' shards \(drawn with seed \d+\) rebuilt from their "
+                   r"text with the recorded settings: byte-identical", out), out
+  for s in SEEDS:
+    assert re.search(rf"PASS\s+re-execution\s+results/{PLATFORM}/result_bert_{s}\.log\s+1 of 1 batches of the last "
+                     rf"eval \(drawn with seed \d+\) evaluated on result_bert_{s}\.final\.safetensors with the trainer's "
+                     r"eval step on 1 CPU device\(s\), float32, bit-exact as recorded", out), out
 
 
 def test_provenance_records_name_every_shard_and_the_log(run):
@@ -266,8 +275,10 @@ def test_edited_accuracy_then_snakemake_all_still_fails_at_the_log(run, tmp_path
   assert re.search(rf"PASS\s+provenance\s+{re.escape(rel)}\s+log and \d+ input files match", out), out  # whitewashed
   assert re.search(r"PASS\s+dry run\s+.*nothing to be done", out), out
   fails = _fails(out)
-  assert len(fails) == 1 and re.match(rf"FAIL\s+chain\s+{re.escape(rel)}\s+train record -> log: ", fails[0]), fails
+  assert len(fails) == 2 and re.match(rf"FAIL\s+chain\s+{re.escape(rel)}\s+train record -> log: ", fails[0]), fails
   assert re.search(r"eval_accuracy #1: the log says 0\.7\d*, the train process measured 0\.0\d+", fails[0]), fails
+  # and the record's eval batches do not give the edited accuracy
+  assert re.match(rf"FAIL\s+re-execution\s+{re.escape(rel)}\s+the log's last eval_accuracy is 0\.7", fails[1]), fails
 
 
 def test_shard_copied_over_another_then_forced_records_still_fails_at_the_shard(run, tmp_path):
@@ -296,3 +307,79 @@ def test_shard_copied_over_another_then_forced_records_still_fails_at_the_shard(
                    rf"results4/{b[:-6]}, not results4/{a[:-6]}", out), out
   assert re.search(rf"FAIL\s+chain\s+.*duplicate shards: shards/{a} and shards/{b} are identical", out), out
   assert sum(f"shards/{a}" in l and "shard -> train record: sha256 now" in l for l in fails) == len(SEEDS), fails
+
+
+# ---- forgeries that rewrite the records too: only re-executing the work can tell ----
+def _rewrite_record(path: Path, edit) -> None:
+  rec = json.loads(path.read_text())
+  edit(rec)
+  path.write_text(json.dumps(rec, indent=1) + "\n")
+
+
+def test_forged_accuracy_with_rewritten_record_fails_by_re_executing_the_eval(run, tmp_path):
+  """A forger edits a log's eval_accuracy to 0.7 and rewrites result_bert_<seed>.train.json to match (the log's
+  sha256 and bytes, its accuracy, the last eval's batch counts), then runs `snakemake all`: every record agrees
+  (the chain passes), but the final weights evaluated again on that batch do not reach 0.7: FAIL, naming it."""
+  c = _copy(run, tmp_path / "wd")
+  log = c.logs[0]
+  rp = log.with_name(log.name[:-4] + ".train.json")
+  rec = json.loads(rp.read_text())
+  (c0, total, acc0), = rec["last_eval"]["batches"]
+  forged = round(0.7 * total) / total
+  text, n = re.subn(r'("key": "eval_accuracy", "value": )[0-9.e-]+', lambda m: m.group(1) + repr(forged),
+                    log.read_text())
+  assert n == 1 and acc0 < 0.2
+  log.write_text(text)
+  data = log.read_bytes()
+
+  def edit(r):
+    r["log"].update(sha256=hashlib.sha256(data).hexdigest(), bytes=len(data))
+    r["eval_accuracy"][-1][1] = forged
+    r["last_eval"]["batches"] = [[round(0.7 * total), total, forged]]
+  _rewrite_record(rp, edit)
+  snakemake(c.wd, "--cores", "1", "all", configfile=c.cfg)  # targets last
+  rc, out = c.audit()
+  assert rc == 1, out
+  rel = f"results/{PLATFORM}/{log.name}"
+  assert re.search(rf"PASS\s+chain\s+{re.escape(rel)}\s+train record -> log: the log is byte for byte", out), out
+  assert re.search(r"PASS\s+dry run\s+.*nothing to be done", out), out
+  fails = _fails(out)
+  assert len(fails) == 1, fails
+  assert re.match(rf"FAIL\s+re-execution\s+{re.escape(rel)}\s+1 of 1 re-executed eval batches disagree with "
+                  rf"{rp.name} \(seed \d+\): batch 0: correct/total {c0:g}/{total:g} .* the record says "
+                  rf"{round(0.7 * total)}/{total:g}", fails[0]), fails
+  assert f"the sample's accuracy is {acc0:.6f}, the log says {forged}" in fails[0], fails
+
+
+def test_forged_shard_with_rewritten_records_fails_by_rebuilding_it(run, tmp_path):
+  """A well-formed shard whose header names part-00001's text and the recorded settings but whose instances are
+  part-00002's, its sidecar, SHA256SUMS, both train records and the provenance records all rewritten to match: the
+  chain passes; rebuilding part-00001 from its text (every topic sampled: an unbounded budget) differs: FAIL."""
+  from mlperf_bert.data.corpus import settings
+  from mlperf_bert.data.instances import make_instances, write_instances
+  c = _copy(run, tmp_path / "wd")
+  a, b = "part-00001-of-00008", "part-00002-of-00008"
+  shard = c.base / "shards" / f"{a}.shard"
+  pre = json.loads(c.logs[0].with_name("result_bert_0.provenance.json").read_text())["config"]["preprocessing"]
+  st = settings(**pre)
+  corpus, inst, ids = make_instances(c.base / "results4" / b, c.base / "download/vocab.txt", st)
+  corpus.sha256 = hashlib.sha256((c.base / "results4" / a).read_bytes()).hexdigest()  # the header's claim
+  write_instances(shard, corpus, inst, st, ids)  # and its .sha256 sidecar
+  data = shard.read_bytes()
+  for log in c.logs:
+    def edit(r):
+      e, = [e for e in r["shards"] if e["path"].endswith(f"{a}.shard")]
+      e.update(sha256=hashlib.sha256(data).hexdigest(), bytes=len(data))
+    _rewrite_record(log.with_name(log.name[:-4] + ".train.json"), edit)
+  snakemake(c.wd, "--forcerun", "shard_checksums", "--cores", "1", "all", configfile=c.cfg)
+  records = [str(l.relative_to(c.wd).with_name(l.name[:-4] + ".provenance.json")) for l in c.logs]
+  snakemake(c.wd, "--cores", "1", "--force", *records, configfile=c.cfg)
+  snakemake(c.wd, "--cores", "1", "all", configfile=c.cfg)
+  rc, out = c.audit("--reexecute-budget", "100000")
+  assert rc == 1, out
+  assert re.search(r"PASS\s+checksums\s+shards, eval\s+8 shard\(s\)", out), out
+  assert re.search(r"PASS\s+chain\s+shards, eval\s+text -> shard: each of 9 shard\(s\) was built from the text", out), out
+  assert all(re.search(rf"PASS\s+chain\s+results/{PLATFORM}/{l.name}\s+shard -> train record", out) for l in c.logs), out
+  fails = _fails(out)
+  assert len(fails) == 1 and re.match(rf"FAIL\s+re-execution\s+shards/{a}\.shard\s+shard rebuilt \(seed \d+\): "
+                                      rf"rebuilt from results4/{a} with the recorded settings and vocab", fails[0]), fails

@@ -15,6 +15,7 @@ with job_log(snakemake.log[0]):
             "eval": [i.eval],
             "checkpoint": list(i.checkpoint),
             "train_record": [i.train_record],
+            "final_weights": list(i.final_weights),
         },
         config=snakemake.params.config,
         seed=snakemake.wildcards.seed,
