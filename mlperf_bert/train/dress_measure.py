@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 from tinygrad import Device, Tensor
-from tinygrad.device import MultiBuffer
+from tinygrad.device import CompileError, MultiBuffer
 from tinygrad.helpers import GlobalCounters
 from tinygrad.engine.realize import estimate_uop, get_call_kernels
 from tinygrad.uop.ops import Ops, sym_infer
@@ -105,7 +105,18 @@ def _held(mem: _PeakBytes, devices, base) -> dict[str, int]:
 
 
 def measure(s: Settings, cfg: BertConfig, seq: int, pred: int, log=print) -> dict[str, Any]:
-  """One dress measurement of `s` (its BS, EVAL_BS, GPUS, BERT_LAYERS) on the devices of its DEV."""
+  """One dress measurement of `s` (its BS, EVAL_BS, GPUS, BERT_LAYERS) on the devices of its DEV; a kernel the
+  target's compiler refuses is a one-line error with the compiler's first error."""
+  try: return _measure(s, cfg, seq, pred, log)
+  except CompileError as e:
+    text = str(e).splitlines()
+    first = next((l.strip() for l in text if "error" in l.lower() and l.strip() != text[0].strip()), text[0] if text else "")
+    raise UserError(f"a kernel of the step does not compile for {s.tinygrad.dev}: {text[0] if text else ''}: {first}; "
+                    f"a platform setting may ask for what the target lacks (USE_ATOMICS=1 renders C11 atomics that "
+                    f"nvrtc refuses): fix the profile or --set it") from None
+
+
+def _measure(s: Settings, cfg: BertConfig, seq: int, pred: int, log=print) -> dict[str, Any]:
   if (have := version("tinygrad")) != TINYGRAD:
     raise UserError(f"the dress reads tinygrad {TINYGRAD}'s JIT internals, found tinygrad {have}; install "
                     f"tinygrad=={TINYGRAD}")
