@@ -22,6 +22,7 @@ include: "rules/preflight.smk"
 include: "rules/train.smk"
 include: "rules/tinygrad.smk"
 include: "rules/audit.smk"
+include: "rules/dress.smk"
 
 
 rule all:

@@ -11,15 +11,8 @@ import argparse, time
 import numpy as np
 from tinygrad import Context, Device, Tensor, TinyJit, dtypes
 
+from mlperf_bert.train.dress_report import step_flops  # the analytic matmul count (the dress rehearsal's too)
 from mlperf_bert.train.model import BertConfig, BertForPretraining
-
-
-def step_flops(cfg: BertConfig, B: int, S: int, P: int) -> float:
-  H, I, V, L = cfg.hidden_size, cfg.intermediate_size, cfg.vocab_size, cfg.num_hidden_layers
-  tokens = B * S
-  per_layer = 2 * tokens * (4 * H * H + 2 * H * I) + 2 * 2 * B * S * S * H  # dense layers + QK^T and PV
-  heads = 2 * B * P * (H * H + H * V) + 2 * B * H * (H + 2)                 # MLM transform+decoder, pooler+NSP
-  return 3.0 * (L * per_layer + heads)                                        # forward + backward (2x)
 
 
 def main():

@@ -257,6 +257,40 @@ def _add_train(sub) -> None:
   p.set_defaults(func=_cmd_train)
 
 
+def _cmd_dress(a) -> int:
+  # the dress's tinygrad settings (DEV=NULL:<target>, BEAM 0, PARALLEL, the compiler's library) go into the
+  # environment before tinygrad is imported: every input is checked first, and nothing is written on a bad one
+  from mlperf_bert.train import dress
+  result = dress.dress_files(dress.profile_file(a.platform), a.bert_config or dress.DEFAULT_BERT_CONFIG,
+                             layers=dress.parse_layers(a.layers), pair=dress.parse_pair(a.pair),
+                             overrides=_parse_set(a.set), on_cpu=a.cpu, json_out=a.json, log=_log)
+  print(result["table"])
+  if result["fits"] is False:
+    _log(f"error: {result['platform']} at BS {result['batch_size']} does not fit in {result['card']['name']}'s memory "
+         f"(peak {max(result['memory']['peak'].values()) / 1e9:.2f} GB a device, usable "
+         f"{result['card']['usable'] / 1e9:.2f} GB); the largest BS that fits is {result.get('largest_batch_size')}: "
+         f"--set BS=<that>")
+    return 1
+  return 0
+
+
+def _add_dress(sub) -> None:
+  from mlperf_bert.train.dress import __doc__ as doc
+  p = sub.add_parser("dress", help="the platform's train and eval steps at full size, compiled for its GPU on no "
+                     "GPU: memory a device, kernels, FLOPs, the roofline floor", description=doc,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
+  p.add_argument("--platform", required=True, help="a profile name (profiles/NAME/platform.yaml) or a platform file")
+  p.add_argument("--layers", help="N: measure an N-layer model; full: the config's depth; default: 2 and 4 layers, "
+                 "extrapolated linearly to the config's depth")
+  p.add_argument("--pair", default="2,4", help="the two depths of the default extrapolation (default: 2,4)")
+  p.add_argument("--set", nargs="*", metavar="KEY=VALUE", help="override platform keys (YAML values), e.g. BS=72")
+  p.add_argument("--bert-config", help="bert_config.json (default: MLPerf's, resources/demo/bert_config.json)")
+  p.add_argument("--json", metavar="OUT", help="also write the figures as JSON")
+  p.add_argument("--cpu", action="store_true", help="run the same steps on this machine's CPU instead (they execute: "
+                 "small models only; what the NULL device's counts are checked against)")
+  p.set_defaults(func=_cmd_dress)
+
+
 # ---------------------------------------------------------------------------------------------------- audit
 
 def _cmd_audit(a) -> int:
@@ -359,6 +393,7 @@ def build_parser() -> argparse.ArgumentParser:
   _add_config(sub)
   _add_data(sub)
   _add_train(sub)
+  _add_dress(sub)
   _add_audit(sub)
   return p
 

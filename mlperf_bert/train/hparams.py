@@ -129,11 +129,15 @@ def resolve(platform: dict[str, Any], overrides: dict[str, Any] | None = None, s
 
 
 def _device(dev: Any) -> str:
+  """DEV upper-cased; NULL may carry a target whose arch keeps its case (NULL:CUDA:sm_89: compile for sm_89, run
+  nothing; tinygrad/helpers.py Target), as the dress rehearsal sets it."""
   devices = known_devices()
-  if str(dev).upper() not in devices:
-    raise UserError(f"DEV={dev!r} is not a tinygrad 0.14 device; use one of {', '.join(sorted(devices))} "
-                    f"(set DEV in the platform file or `train: {{DEV: ...}}`)")
-  return str(dev).upper()
+  name, _, target = str(dev).partition(":")
+  ren, _, arch = target.partition(":")
+  if name.upper() not in devices or (target and (name.upper() != "NULL" or not ren.isalnum() or ":" in arch)):
+    raise UserError(f"DEV={dev!r} is not a tinygrad 0.14 device; use one of {', '.join(sorted(devices))}, or "
+                    f"NULL:<RENDERER>:<arch> (e.g. NULL:CUDA:sm_89) (set DEV in the platform file or `train: {{DEV: ...}}`)")
+  return name.upper() + (f":{ren.upper()}" if ren else "") + (f":{arch}" if arch else "")
 
 
 def _derive(hp: dict[str, Any], eval_examples: int) -> None:

@@ -24,7 +24,8 @@ FLOAT_DTYPES = {"float32": dtypes.float32, "half": dtypes.half, "bfloat16": dtyp
 
 
 def devices_for(dev: str, gpus: int) -> tuple[str, ...]:
-  return tuple(Device.canonicalize(f"{dev}:{i}") for i in range(gpus))
+  name = dev.split(":")[0]  # NULL:CUDA:sm_89 (a NULL device with a target): devices NULL, NULL:1, ...
+  return tuple(Device.canonicalize(f"{name}:{i}") for i in range(gpus))
 
 
 def model_config(bert_config: str | os.PathLike, m: ModelSettings, layers: int | None = None) -> BertConfig:

@@ -1,0 +1,177 @@
+"""The measurements of one dress (mlperf_bert/train/dress.py): the train and eval steps of a ModelTrainer, as the
+train rule builds it, called as a run calls them, and what they launch and hold on each device.
+
+Import it only after dress.prepare_environment (tinygrad reads DEV, DEFAULT_FLOAT, BEAM, ... at import).
+
+One measurement (`measure`) at one depth and batch size:
+  1. the trainer (random weights, LAMB state) realized: the persistent state of each device;
+  2. three train calls on dummy batches: the first un-jitted (its counters are the step's kernels, FLOPs, bytes), the
+     second captured by TinyJit (memory planned), the third replayed; the train-step peak is the most bytes any
+     device held at once during them (tinygrad's per-device allocation counter, watched at every change);
+  3. FREE_INTERMEDIATE as the profile sets it (trainer.free_intermediates of the train step, as run.py before an
+     eval): the bytes held between the steps;
+  4. three eval calls (EVAL_BS, all rows real): the eval-step peak; FREE_INTERMEDIATE frees the eval step's too;
+  5. one train call again (the next step after an eval re-allocates what was freed).
+The captured JITs' items (each graph batch opened) give the kernels launched a step per device, the distinct programs,
+the copies between devices and their bytes; tinygrad's counters after a jitted replay count one "kernel" per graph
+batch, so they are never read for counts. It reads tinygrad 0.14.0's JIT internals and refuses another version.
+"""
+from __future__ import annotations
+import collections, gc, time
+from importlib.metadata import version
+from typing import Any
+
+import numpy as np
+from tinygrad import Device, Tensor
+from tinygrad.device import CompileError, MultiBuffer
+from tinygrad.helpers import GlobalCounters
+from tinygrad.engine.realize import estimate_uop, get_call_kernels
+from tinygrad.uop.ops import Ops, sym_infer
+
+from mlperf_bert.errors import UserError
+from mlperf_bert.train.model import BertConfig
+from mlperf_bert.train.settings import Settings
+from mlperf_bert.train.trainer import ModelTrainer, devices_for, fake_batch, model_config
+
+TINYGRAD = "0.14.0"
+
+
+class _PeakBytes(collections.defaultdict):
+  """tinygrad's GlobalCounters.mem_used_per_device, remembering each device's most bytes since `reset`."""
+  def __init__(self, current: dict):
+    super().__init__(int, current)
+    self.peak: dict[str, int] = dict(current)
+  def __setitem__(self, k, v):
+    super().__setitem__(k, v)
+    if v > self.peak.get(k, 0): self.peak[k] = v
+  def reset(self): self.peak = dict(self)
+
+
+def _watch_memory() -> _PeakBytes:
+  if not isinstance(GlobalCounters.mem_used_per_device, _PeakBytes):
+    GlobalCounters.mem_used_per_device = _PeakBytes(dict(GlobalCounters.mem_used_per_device))
+  return GlobalCounters.mem_used_per_device
+
+
+def _calls(linear) -> list:
+  """The calls of a captured JIT's linear, each graph batch opened."""
+  out = []
+  for call in linear.src:
+    ast = call.src[0]
+    if ast.op is Ops.CUSTOM_FUNCTION and ast.arg == "graph": out += _calls(ast.src[0])
+    else: out.append(call)
+  return out
+
+
+def jit_items(jit, devices: tuple[str, ...]) -> dict[str, Any]:
+  """Kernels a step launches (per device), distinct programs, copies and their bytes, FLOPs and bytes (tinygrad's
+  estimates) of a captured TinyJit."""
+  kernels = {d: 0 for d in devices}
+  programs, names = set(), set()
+  copies = copy_bytes = flops = mem = 0
+  for call in _calls(jit.captured._linear):
+    ast, ks = call.src[0], get_call_kernels(call)
+    est = estimate_uop(call)
+    flops += len(ks) * int(sym_infer(est.ops, {}))
+    mem += len(ks) * int(sym_infer(est.mem, {}))
+    if ast.op is Ops.PROGRAM:
+      programs.add(ast.key)
+      names.add(ast.arg.name)
+      for d, _ in ks: kernels[d] = kernels.get(d, 0) + 1
+    elif ast.op is Ops.COPY:
+      copies += len(ks)
+      copy_bytes += len(ks) * int(sym_infer(est.mem, {}))
+  return {"kernels_per_device": kernels, "kernels": sum(kernels.values()), "programs": len(programs),
+          "copies": copies, "copy_bytes": copy_bytes, "flops": flops, "bytes": mem}
+
+
+def _bytes_per_device(tensors, devices: tuple[str, ...]) -> dict[str, int]:
+  out = {d: 0 for d in devices}
+  seen = set()
+  for t in tensors:
+    real = t.uop.base.realized
+    if real is None: continue
+    for b in (real.bufs if isinstance(real, MultiBuffer) else [real]):
+      base = b._base or b
+      if id(base) in seen or base.device not in out: continue
+      seen.add(id(base))
+      out[base.device] += base.nbytes
+  return out
+
+
+def _held(mem: _PeakBytes, devices, base) -> dict[str, int]:
+  gc.collect()
+  return {d: mem[d] - base.get(d, 0) for d in devices}
+
+
+def measure(s: Settings, cfg: BertConfig, seq: int, pred: int, log=print) -> dict[str, Any]:
+  """One dress measurement of `s` (its BS, EVAL_BS, GPUS, BERT_LAYERS) on the devices of its DEV; a kernel the
+  target's compiler refuses is a one-line error with the compiler's first error."""
+  try: return _measure(s, cfg, seq, pred, log)
+  except CompileError as e:
+    text = str(e).splitlines()
+    first = next((l.strip() for l in text if "error" in l.lower() and l.strip() != text[0].strip()), text[0] if text else "")
+    raise UserError(f"a kernel of the step does not compile for {s.tinygrad.dev}: {text[0] if text else ''}: {first}; "
+                    f"a platform setting may ask for what the target lacks (USE_ATOMICS=1 renders C11 atomics that "
+                    f"nvrtc refuses): fix the profile or --set it") from None
+
+
+def _measure(s: Settings, cfg: BertConfig, seq: int, pred: int, log=print) -> dict[str, Any]:
+  if (have := version("tinygrad")) != TINYGRAD:
+    raise UserError(f"the dress reads tinygrad {TINYGRAD}'s JIT internals, found tinygrad {have}; install "
+                    f"tinygrad=={TINYGRAD}")
+  devices = devices_for(s.tinygrad.dev, s.gpus)
+  mem = _watch_memory()
+  gc.collect()
+  base = {d: mem[d] for d in devices}
+  rng = np.random.default_rng(s.seed)
+  st = time.perf_counter()
+  Tensor.manual_seed(s.seed)
+  trainer = ModelTrainer(cfg, s, devices, seed=s.seed)
+  Tensor.realize(*trainer.persistent_tensors())
+  persistent = _bytes_per_device(trainer.persistent_tensors(), devices)
+  out: dict[str, Any] = {"layers": cfg.num_hidden_layers, "batch_size": s.batch_size, "eval_batch_size": s.eval.batch_size,
+                         "devices": list(devices), "persistent": persistent, "held_after_init": _held(mem, devices, base)}
+  log(f"dress: {cfg.num_hidden_layers} layers, BS {s.batch_size}, EVAL_BS {s.eval.batch_size} on {len(devices)} x "
+      f"{devices[0]} ({s.tinygrad.dev}): model built in {time.perf_counter() - st:.1f} s")
+  mem.reset()
+  times = []
+  for i in range(3):
+    st = time.perf_counter()
+    GlobalCounters.reset()
+    loss, _, _ = trainer.train(fake_batch(s.batch_size, seq, pred, cfg.vocab_size, rng))
+    if i == 0: first = {"kernels": GlobalCounters.kernel_count, "flops": GlobalCounters.global_ops,
+                        "bytes": GlobalCounters.global_mem}
+    del loss
+    times.append(round(time.perf_counter() - st, 2))
+    log(f"dress: train call {i + 1} ({('un-jitted', 'captured', 'replayed')[i]}) {times[-1]:.1f} s")
+  out["train_peak"] = {d: mem.peak[d] - base.get(d, 0) for d in devices}
+  out["train_held"] = _held(mem, devices, base)
+  out["train"] = {**jit_items(trainer.train_step, devices), "first_call": first, "seconds": times}
+  if s.free_intermediate: trainer.free_intermediates(trainer.train_step)
+  out["between"] = _held(mem, devices, base)
+  mem.reset()
+  times = []
+  ones = np.ones(s.eval.batch_size, np.float32)
+  for i in range(3):
+    st = time.perf_counter()
+    GlobalCounters.reset()
+    res = trainer.evaluate(fake_batch(s.eval.batch_size, seq, pred, cfg.vocab_size, rng), ones)
+    if i == 0: first = {"kernels": GlobalCounters.kernel_count, "flops": GlobalCounters.global_ops,
+                        "bytes": GlobalCounters.global_mem}
+    del res
+    times.append(round(time.perf_counter() - st, 2))
+    log(f"dress: eval call {i + 1} ({('un-jitted', 'captured', 'replayed')[i]}) {times[-1]:.1f} s")
+  out["eval_peak"] = {d: mem.peak[d] - base.get(d, 0) for d in devices}
+  out["eval"] = {**jit_items(trainer.eval_step, devices), "first_call": first, "seconds": times}
+  if s.free_intermediate: trainer.free_intermediates(trainer.eval_step)
+  mem.reset()
+  loss, _, _ = trainer.train(fake_batch(s.batch_size, seq, pred, cfg.vocab_size, rng))
+  del loss
+  out["train_after_eval_peak"] = {d: mem.peak[d] - base.get(d, 0) for d in devices}
+  try: out["compiler"] = type(Device[devices[0]].compiler).__name__
+  except RuntimeError: out["compiler"] = "none"   # tinygrad's own NULL renderer has none
+  del trainer
+  gc.collect()
+  return out
+

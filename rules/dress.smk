@@ -1,0 +1,35 @@
+# Dress rehearsal: the platform's train and eval steps at full size (MLPerf BERT-large, seq 512, 76 predictions),
+# compiled for its GPU (DRESS_TARGET) on tinygrad's NULL device, on no GPU: memory a device against the card, kernels,
+# FLOPs, the roofline floor beside tinycorp's published step time (mlperf_bert/train/dress.py, README "Dress
+# rehearsal"). `snakemake dress --config platform=tinybox_green` writes {basedir}/dress/tinybox_green.json and the
+# report's "Dress rehearsal" section. Config key dress_layers: unset = 2 and 4 layers extrapolated, `full`, or N.
+
+
+rule dress:
+    input:
+        B(f"dress/{PLATFORM}.json"),
+        B(f"report/dress/{PLATFORM}.txt"),
+
+
+rule dress_platform:
+    input:
+        bert_config=repo_path("resources/demo/bert_config.json"),
+        platform_file=repo_path(f"profiles/{PLATFORM}/platform.yaml"),
+    output:
+        json=B("dress/{platform}.json"),
+        table=report(B("report/dress/{platform}.txt"), caption="../workflow/report/dress.rst",
+                     category="Dress rehearsal", labels={"platform": "{platform}"}),
+    params:
+        layers=config.get("dress_layers"),
+        overrides=config.get("train") or {},
+        tinygrad=TINYGRAD_VERSION,
+    log:
+        B("logs/dress/{platform}.log"),
+    conda:
+        "../envs/train.yaml"
+    resources:
+        mem_mb=4000,
+    wildcard_constraints:
+        platform=re.escape(PLATFORM),
+    script:
+        "../workflow/scripts/dress.py"

@@ -1,0 +1,65 @@
+#!/usr/bin/env python3
+"""Record the measured step times of tinycorp's published MLPerf Training v5.0 BERT results (the figures, not the
+logs) into resources/published/tinycorp-v5.0-bert.json, which the dress rehearsal shows beside its roofline floor.
+
+    git -C <mirror of github:mlcommons/training_results_v5.0> archive HEAD tinycorp/results | tar -x -C /tmp/v50
+    python tools/record_published_steps.py /tmp/v50 --commit <that commit> \
+        --out resources/published/tinycorp-v5.0-bert.json
+
+The logs print no per-step line, so a run's step time is read from its MLPerf events: between one eval's eval_stop
+and the next eval's eval_start only train steps run, so (time between them) / (steps between them) is a clean step
+time; a run's figure is the median over its eval intervals (the first interval, from epoch_start, holds the JIT
+warm-up and is left out), a system's the median of its runs' figures. Steps to the target: the step_num of the
+eval that reached it (run_stop success), the median over the successful runs.
+"""
+from __future__ import annotations
+import argparse, json, statistics, sys
+from pathlib import Path
+
+SYSTEMS = ("tinybox_green", "tinybox_red", "tinybox_8xMI300X")
+
+
+def events(path: Path) -> list[dict]:
+  return [json.loads(line.split(":::MLLOG ", 1)[1]) for line in path.read_text().splitlines() if ":::MLLOG " in line]
+
+
+def run_figures(path: Path) -> dict:
+  ev = events(path)
+  key = lambda k: [e for e in ev if e["key"] == k]
+  gbs = key("global_batch_size")[0]["value"]
+  starts = [(e["metadata"]["step_num"], e["time_ms"]) for e in key("eval_start")]
+  stops = [(e["metadata"]["step_num"], e["time_ms"]) for e in key("eval_stop")]
+  per = [(starts[i + 1][1] - stops[i][1]) / (starts[i + 1][0] - stops[i][0]) for i in range(min(len(stops), len(starts) - 1))]
+  status = key("run_stop")[0]["metadata"]["status"] if key("run_stop") else "unknown"
+  return {"log": path.name, "global_batch_size": gbs, "step_ms": round(statistics.median(per), 2), "intervals": len(per),
+          "status": status, "steps_to_target": starts[-1][0] if status == "success" else None}
+
+
+def main() -> int:
+  ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  ap.add_argument("checkout", type=Path, help="a tree of training_results_v5.0 holding tinycorp/results/")
+  ap.add_argument("--commit", required=True, help="the training_results_v5.0 commit the tree is of")
+  ap.add_argument("--out", type=Path, required=True)
+  a = ap.parse_args()
+  out = {"source": "github:mlcommons/training_results_v5.0", "commit": a.commit,
+         "method": "median over eval intervals of (next eval_start - eval_stop) / steps between; median over runs",
+         "systems": {}}
+  for name in SYSTEMS:
+    logs = sorted((a.checkout / "tinycorp" / "results" / name / "bert").glob("result_*.txt"))
+    if not logs: sys.exit(f"{a.checkout}: no tinycorp/results/{name}/bert/result_*.txt")
+    runs = [run_figures(p) for p in logs]
+    done = [r["steps_to_target"] for r in runs if r["steps_to_target"] is not None]
+    out["systems"][name] = {"global_batch_size": runs[0]["global_batch_size"],
+                            "step_ms": round(statistics.median(r["step_ms"] for r in runs), 1),
+                            "step_ms_range": [min(r["step_ms"] for r in runs), max(r["step_ms"] for r in runs)],
+                            "steps_to_target": int(statistics.median(done)) if done else None, "runs": runs}
+  a.out.parent.mkdir(parents=True, exist_ok=True)
+  a.out.write_text(json.dumps(out, indent=1) + "\n")
+  for name, s in out["systems"].items():
+    print(f"{name}: BS {s['global_batch_size']}, step {s['step_ms']} ms (runs {s['step_ms_range']}), "
+          f"steps to target {s['steps_to_target']}")
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())
