@@ -2,6 +2,7 @@
 """What the audit's eval re-execution costs per batch at BERT-large width on this machine's CPU.
 
     python bench/bench_reexec.py [--layers 1 2] [--bs 8] [--seq 512] [--pred 76]
+    python bench/bench_reexec.py --layers 1 --hidden 128 --heads 2 --intermediate 512 --bs 64 --seq 128 --pred 20  # demo
 
 Builds the trainer's model (resources/demo/bert_config.json: BERT-large, hidden 1024, 16 heads, intermediate 4096,
 the real vocabulary) with each number of layers, float32 on one CPU device, and times the trainer's own jitted eval
@@ -25,12 +26,13 @@ def cpu() -> float:
   return r.ru_utime + r.ru_stime + c.ru_utime + c.ru_stime
 
 
-def one(layers: int, bs: int, seq: int, pred: int) -> tuple[float, float, float, float]:
+def one(layers: int, bs: int, seq: int, pred: int, width: tuple[int, int, int]) -> tuple[float, float, float, float]:
   import numpy as np
   from mlperf_bert.train.hparams import load_platform, resolve
   from mlperf_bert.train.trainer import ModelTrainer, devices_for, fake_batch, model_config
   s = resolve(load_platform(ROOT / "profiles" / "cpu" / "platform.yaml"),
-              {"BERT_LAYERS": layers, "BERT_HIDDEN_SIZE": 1024, "BERT_NUM_HEADS": 16, "BERT_INTERMEDIATE_SIZE": 4096,
+              {"BERT_LAYERS": layers, "BERT_HIDDEN_SIZE": width[0], "BERT_NUM_HEADS": width[1],
+               "BERT_INTERMEDIATE_SIZE": width[2],
                "EVAL_BS": bs, "EVAL_SAMPLES": bs}, seed=0, eval_examples=bs)
   cfg = model_config(ROOT / "resources" / "demo" / "bert_config.json", s.model)
   trainer = ModelTrainer(cfg, s, devices_for("CPU", 1), seed=0)
@@ -54,19 +56,22 @@ def main() -> None:
   ap.add_argument("--bs", type=int, default=8)
   ap.add_argument("--seq", type=int, default=512)
   ap.add_argument("--pred", type=int, default=76)
+  ap.add_argument("--hidden", type=int, default=1024)
+  ap.add_argument("--heads", type=int, default=16)
+  ap.add_argument("--intermediate", type=int, default=4096)
   a = ap.parse_args()
   print(describe())
   print(f"load: {os.getloadavg()[0]:.2f}")
   rows = []
   for L in a.layers:
-    fw, fc, w, c = one(L, a.bs, a.seq, a.pred)
+    fw, fc, w, c = one(L, a.bs, a.seq, a.pred, (a.hidden, a.heads, a.intermediate))
     rows.append((L, w, c))
     print(f"{L} layer(s), batch {a.bs} x {a.seq}: first two calls (compile, capture) {fw:.1f} s wall / {fc:.1f} s CPU; "
           f"a batch {w:.2f} s wall / {c:.2f} s CPU")
   if len(rows) >= 2:
     (l0, w0, c0), (l1, w1, c1) = rows[0], rows[-1]
     sw, sc = (w1 - w0) / (l1 - l0), (c1 - c0) / (l1 - l0)
-    print(f"extrapolated to 24 layers (BERT-large), batch {a.bs}: {w0 + sw * (24 - l0):.1f} s wall / "
+    print(f"extrapolated to 24 layers, batch {a.bs}: {w0 + sw * (24 - l0):.1f} s wall / "
           f"{c0 + sc * (24 - l0):.1f} s CPU per batch")
 
 

@@ -1,6 +1,8 @@
 """The real demo workflow end to end, once per module: download -> shards -> train (2 seeds, shortened) -> provenance
 -> report, then what a user does with a finished tree: the dry run, the audit (clean, then one changed byte of a
-shard, of a log, one changed config key), `snakemake submission` and `snakemake --report`.
+shard, of a log, one changed config key), `snakemake submission` and `snakemake --report`, and the forgeries that
+rewrite the records too, which only the audit's re-execution (a sample of shards rebuilt, of eval batches evaluated
+again on the final weights) catches.
 
 Real Snakemake, real tinygrad training, mlperf-logging's own checkers; nothing mocked. 1 min 42 s on 2 idle cores
 (3 min 22 s while another test run shared them), the workflow run being 80-190 s of it.
