@@ -3,7 +3,7 @@
 
     python bench/bench_audit.py [ORG_DIR] [--ruleset 4.1.0] [--system tinybox_red]
 
-Default ORG_DIR: tinycorp's real v4.1 submission (tests/data/tinycorp-v4.1), one system. Times, in one process
+Default ORG_DIR: tinycorp's real v4.1 submission (tests/fixtures/tinycorp-v4.1), one system. Times, in one process
 (warm imports; CPU seconds of this process and its subprocesses beside wall seconds, since the machine may
 be shared):
   read        read_log on the 10 logs (the bounded reader);
@@ -46,7 +46,7 @@ def timed(fn) -> tuple[float, float, object]:
 
 def main() -> None:
   ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-  ap.add_argument("org", nargs="?", type=Path, default=ROOT / "tests" / "data" / "tinycorp-v4.1")
+  ap.add_argument("org", nargs="?", type=Path, default=ROOT / "tests" / "fixtures" / "tinycorp-v4.1")
   ap.add_argument("--ruleset", default="4.1.0")
   ap.add_argument("--system", default="tinybox_red")
   a = ap.parse_args()

@@ -4,7 +4,7 @@
     python bench/bench_shard.py [--size-mb 27] [--engine auto] [--phases]
 
 1. Correctness gate: builds the demo's part-00000 and eval.txt shards and checks their canonical feature
-   digests against the MLCommons reference oracles (tests/data/oracle); figures count only if they match.
+   digests against the MLCommons reference oracles (tests/fixtures/oracle); figures count only if they match.
 2. Builds one topic of --size-mb MB (the demo topics repeated) in a fresh process, as a workflow job would,
    and prints CPU seconds (user + system, all threads) per MB, wall time, shard bytes / text bytes and the
    process's peak RSS.

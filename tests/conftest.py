@@ -10,7 +10,7 @@ ROOT = TESTS.parent
 if str(TESTS) not in sys.path:
   sys.path.insert(0, str(TESTS))
 
-FIXTURES = TESTS / "data"                    # recorded inputs and expected numbers of every wing's tests
+FIXTURES = TESTS / "fixtures"                   # recorded inputs and expected numbers of every wing's tests
 ORACLE = FIXTURES / "oracle"
 DEMO = ROOT / "resources" / "demo"
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Record what tinygrad's own BERT trainer computes, as the fixture of tests/train/test_parity.py.
 
-    python tools/record_tinygrad_parity.py CHECKOUT --out tests/data/tinygrad-parity/ \
+    python tools/record_tinygrad_parity.py CHECKOUT --out tests/fixtures/tinygrad-parity/ \
         --shards results/demo/shards --eval results/demo/eval/eval.shard
 
 CHECKOUT is a work tree of tinygrad (e.g. `git -C <mirror> archive <commit> | tar -x -C /tmp/tg`); its own
@@ -184,7 +184,7 @@ def child_env(co: Path) -> dict[str, str]:
 def main(argv=None) -> int:
   ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   ap.add_argument("checkout", type=Path, help="a tinygrad work tree (the commit is read from --commit or git)")
-  ap.add_argument("--out", type=Path, default=REPO / "tests/data/tinygrad-parity")
+  ap.add_argument("--out", type=Path, default=REPO / "tests/fixtures/tinygrad-parity")
   ap.add_argument("--shards", type=Path, default=REPO / "results/demo/shards")
   ap.add_argument("--eval", type=Path, default=REPO / "results/demo/eval/eval.shard")
   ap.add_argument("--commit", default=None, help="the tinygrad commit the checkout was made from (recorded)")

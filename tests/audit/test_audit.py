@@ -9,8 +9,9 @@ import pytest
 from mlperf_bert import cli
 from mlperf_bert.audit.checks import Audit, Row, detect_kind
 from mlperf_bert.audit.org import audit_submission
+from conftest import FIXTURES
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "tinycorp-v4.1"
+DATA = FIXTURES / "tinycorp-v4.1"
 
 
 def _settings(seed: int):

@@ -9,9 +9,10 @@ import pytest
 
 from mlperf_bert.audit.checks import Audit
 from mlperf_bert.audit.tree import check_checksums, _Hasher
+from conftest import FIXTURES
 
 ROOT = Path(__file__).resolve().parents[2]
-DATA = ROOT / "tests" / "data" / "tinycorp-v4.1"
+DATA = FIXTURES / "tinycorp-v4.1"
 SYSTEM = "tinybox_red"
 MEM_LIMIT = 3 << 30   # address space of the audit process (a 3 GB file read whole would not fit)
 TIME_LIMIT = 120      # seconds per audit

@@ -6,8 +6,9 @@ from mlperf_logging.compliance_checker.mlp_parser import parse_file
 from mlperf_logging.result_summarizer.result_summarizer import _compute_olympic_average
 
 from mlperf_bert.audit.logs import (BERT_TARGET_ACCURACY, normalize_ruleset, olympic_score, parse_lines, read_log)
+from conftest import FIXTURES
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "tinycorp-v4.1" / "results"
+DATA = FIXTURES / "tinycorp-v4.1" / "results"
 GREEN = sorted((DATA / "tinybox_green" / "bert").glob("result_*.txt"))
 RED = sorted((DATA / "tinybox_red" / "bert").glob("result_*.txt"))
 

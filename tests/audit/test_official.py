@@ -1,15 +1,16 @@
 """The audit scores real published BERT systems as MLCommons does: scaling.json's factor, log names that
 package_checker accepts (result_*.txt), and a system accepted under olympic scoring with one non-compliant run.
 
-The logs are MLCommons' own (tests/data/mlcommons/, Apache-2.0, see ATTRIBUTION.md); the expected figures are
+The logs are MLCommons' own (tests/fixtures/mlcommons/, Apache-2.0, see ATTRIBUTION.md); the expected figures are
 the ones result_summarizer prints for them."""
 import json, math, re, shutil
 from pathlib import Path
 
 from mlperf_bert import cli
 from mlperf_bert.audit.org import audit_submission
+from conftest import FIXTURES
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "mlcommons"
+DATA = FIXTURES / "mlcommons"
 
 
 def copy_org(tmp_path, version, org) -> Path:

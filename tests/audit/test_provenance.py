@@ -8,9 +8,10 @@ import pytest
 from mlperf_bert.errors import UserError
 from mlperf_bert.fileio import file_digest
 from mlperf_bert.audit.provenance import SCHEMA, read_provenance, verify_provenance, write_provenance
+from conftest import FIXTURES
 
 REPO = Path(__file__).resolve().parents[2]
-LOG = REPO / "tests/data/tinycorp-v4.1/results/tinybox_green/bert/result_0.txt"
+LOG = FIXTURES / "tinycorp-v4.1/results/tinybox_green/bert/result_0.txt"
 
 
 def tiny_tree(base: Path) -> dict[str, list[Path]]:

@@ -7,6 +7,7 @@ import hashlib, json, shutil
 from pathlib import Path
 
 import pytest
+from conftest import FIXTURES
 
 from mlperf_bert.audit.provenance import hashes
 from mlperf_bert.audit.reexec import BAND, batches_agree, catch_chance, draw_order, draw_seed, rebuild_shard, \
@@ -113,7 +114,7 @@ def test_a_received_submission_is_not_re_executable(tmp_path):
   """tinycorp's published v4.1 tinybox_red (logs only): the table says re-execution was not possible, not PASS."""
   from mlperf_bert.audit.tree import run_audit
   org = tmp_path / "tinycorp"
-  src = Path(__file__).resolve().parents[1] / "data" / "tinycorp-v4.1"
+  src = FIXTURES / "tinycorp-v4.1"
   shutil.copytree(src / "systems", org / "systems")
   shutil.copytree(src / "results" / "tinybox_red", org / "results" / "tinybox_red")
   for j in (org / "systems").glob("*.json"):

@@ -8,8 +8,9 @@ from mlperf_logging.system_desc_checker.system_desc_checker import check_system_
 
 from mlperf_bert import cli
 from mlperf_bert.audit.submission import SYSTEM_FIELDS, build_package
+from conftest import FIXTURES
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "tinycorp-v4.1"
+DATA = FIXTURES / "tinycorp-v4.1"
 
 
 def test_tinycorp_green_package_passes_the_package_checker(tmp_path):

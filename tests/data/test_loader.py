@@ -98,7 +98,7 @@ def test_bad_inputs_are_user_errors(shard_dir, tmp_path):
 
 # ---- oracle: tinygrad's own batch_load_train_bert on the same files (needs the tinygrad mirror; CI skips) ----
 TINYGRAD_MIRROR = __import__("pathlib").Path("/work/.mirror/tinygrad+tinygrad/repo")
-TINYGRAD_COMMIT = "e0139fafc15d9dd945eb7b6b7d97e43ca6e2f178"  # the last commit of the v5.1 scripts (tests/data/tinygrad-parity)
+TINYGRAD_COMMIT = "e0139fafc15d9dd945eb7b6b7d97e43ca6e2f178"  # the last commit of the v5.1 scripts (tests/fixtures/tinygrad-parity)
 
 _ORACLE = r"""
 import json, random, sys

@@ -15,9 +15,10 @@ from mlperf_bert.train.hparams import load_platform, resolve
 from mlperf_bert.train.inputs import RunInputs
 from mlperf_bert.train.run import TrainRun
 from test_train import PRED, SEQ, data  # noqa: F401  (the shared synthetic-data fixture)
+from conftest import FIXTURES
 
 REPO = Path(__file__).resolve().parents[2]
-TINYCORP = REPO / "tests/data/tinycorp-v4.1/results/tinybox_green/bert/result_0.txt"
+TINYCORP = FIXTURES / "tinycorp-v4.1/results/tinybox_green/bert/result_0.txt"
 
 
 def _keys(text):

@@ -1,6 +1,6 @@
 """Parity with tinygrad's own trainer: this project's ModelTrainer against a fixture recorded by tinygrad's train_bert code.
 
-tests/data/tinygrad-parity/ (README.md there) holds what tinygrad's `train_step_bert` / `eval_step_bert`
+tests/fixtures/tinygrad-parity/ (README.md there) holds what tinygrad's `train_step_bert` / `eval_step_bert`
 (examples/mlperf/model_train.py, extra/models/bert.py, examples/mlperf/lr_schedulers.py at the commit named in
 expected.json) computed on CPU in fp32 for a small BERT from fixed initial weights over 5 fixed demo batches.
 This project's trainer, from the same weights and batches, must give the same per-step losses, LRs and grad
@@ -30,9 +30,10 @@ from mlperf_bert.train.hparams import resolve
 from mlperf_bert.train.inputs import RunInputs
 from mlperf_bert.train.optim import lr_at
 from mlperf_bert.train.trainer import ModelTrainer
+from conftest import FIXTURES
 
 REPO = Path(__file__).resolve().parents[2]
-FIX = REPO / "tests/data/tinygrad-parity"
+FIX = FIXTURES / "tinygrad-parity"
 
 
 def _tool():
@@ -202,7 +203,7 @@ def test_run_evaluate_uses_the_setting(parity, trained, tmp_path):
   assert results["pooled"] == pytest.approx(pooled, abs=1e-7)
 
 
-# ---- the extra cases, tests/data/tinygrad-parity/<case>/ (README.md there): HALF, two devices, an eval in between ----
+# ---- the extra cases, tests/fixtures/tinygrad-parity/<case>/ (README.md there): HALF, two devices, an eval in between ----
 # Tolerances of the HALF case, from fp16's machine epsilon eps = 2^-10 = 9.8e-4 and the gaps measured between this
 # project's HALF run and tinygrad's (docs/parity.md row 5). Both keep fp32 master weights, fp32 gradients, an fp32
 # update and an fp32 masked-LM loss; what HALF changes is the activations and the sums (SUM_DTYPE=HALF), rounded in

@@ -1,4 +1,4 @@
-"""The tinybox profiles against tinygrad's v5.1 BERT scripts, key for key (tests/data/tinygrad-v5.1-scripts/).
+"""The tinybox profiles against tinygrad's v5.1 BERT scripts, key for key (tests/fixtures/tinygrad-v5.1-scripts/).
 
 The committed table lists every KEY=VALUE of the three platforms' run_and_time.sh / dev_run.sh / dev_beam.sh, what
 each key is here, and the values each resolved profile must have. Every script key must be accounted for, every
@@ -12,9 +12,10 @@ import pytest
 import yaml
 
 from mlperf_bert.train.hparams import load_platform, resolve, KNOWN
+from conftest import FIXTURES
 
 REPO = Path(__file__).resolve().parents[2]
-TABLE = yaml.safe_load((REPO / "tests/data/tinygrad-v5.1-scripts/expected.yaml").read_text())
+TABLE = yaml.safe_load((FIXTURES / "tinygrad-v5.1-scripts/expected.yaml").read_text())
 MIRROR = Path("/work/.mirror/tinygrad+tinygrad/repo")
 PLATFORMS = list(TABLE["profiles"])
 

@@ -22,13 +22,14 @@ from mlperf_bert.data.shards import write_shard
 from mlperf_bert.errors import UserError
 from mlperf_bert.train.tinygrad_source import PINNED_COMMIT, Source, bring_checkout, parse_source, tree_id
 from mlperf_bert.train.tinygrad_trainer import HOOK_DIR, eval_overrides, export, init_model_config, write_init_checkpoint
+from conftest import FIXTURES
 
 REPO = Path(__file__).resolve().parents[2]
 CHECKOUT = os.environ.get("MLPERF_BERT_TINYGRAD_CHECKOUT", "")
 needs_checkout = pytest.mark.skipif(not CHECKOUT, reason="set MLPERF_BERT_TINYGRAD_CHECKOUT to a tinygrad work tree of "
                                     "e0139fa (e.g. a git archive unpacked) to run tinygrad's own loader")
 SEQ, PRED = 16, 3
-V41 = REPO / "tests" / "data" / "tinycorp-v4.1" / "results" / "tinybox_red" / "bert"
+V41 = FIXTURES / "tinycorp-v4.1" / "results" / "tinybox_red" / "bert"
 
 
 @pytest.fixture
