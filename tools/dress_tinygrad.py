@@ -11,7 +11,7 @@ Each depth runs in a subprocess with the checkout first on PYTHONPATH (nothing o
 platform's settings in the environment as run_and_time.sh exports them (GPUS, BS, EVAL_BS, DEFAULT_FLOAT, SUM_DTYPE,
 BERT_LAYERS, FREE_INTERMEDIATE), DEV=NULL and BEAM=0. tinygrad at e0139fa has no NULL target (DEV=NULL:CUDA:sm_89 is
 0.14's), so its kernels are rendered by its plain NULL renderer and compiled by nothing: compare it with this
-project's dress at DRESS_TARGET=NULL. Like train_bert, it builds the model (weights zeroed, as its INIT phase),
+project's dress at DRESS_TARGET=NULL:plain. Like train_bert, it builds the model (weights zeroed, as its INIT phase),
 LAMB in two groups with PolynomialDecayWithWarmup, and calls train_step_bert three times (un-jitted, captured,
 replayed) on get_fake_data_bert batches, frees the intermediates (FREE_INTERMEDIATE) and calls eval_step_bert three
 times. Counted from the captured JITs' items (jit_cache: one item a kernel a device, before graph batching):
