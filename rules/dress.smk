@@ -26,7 +26,7 @@ rule dress_platform:
     log:
         B("logs/dress/{platform}.log"),
     conda:
-        "../envs/train.yaml"
+        "../envs/dress.yaml"
     resources:
         mem_mb=4000,
     wildcard_constraints:

@@ -14,8 +14,8 @@ sequence 512, 76 predictions, random weights and dummy batches.
 
 Compilers: CUDA targets need NVIDIA's nvrtc even to render (PyPI nvidia-cuda-nvrtc-cu12, the `dress` extra; its
 library is found from the package and named by NVRTC_PATH). AMDLLVM targets compile with LLVM 19 (Debian libllvm19,
-named by LLVM_PATH): that is not the HIP/comgr code generator a real DEV=AMD uses first. `NULL` is tinygrad's own
-NULL renderer (no compiler: counts and memory only). Nothing here imports tinygrad.
+named by LLVM_PATH): that is not the HIP/comgr code generator a real DEV=AMD uses first. `NULL:plain` is tinygrad's
+own NULL renderer (no compiler: counts and memory only). Nothing here imports tinygrad.
 """
 from __future__ import annotations
 import dataclasses, glob, importlib.util, os, re
@@ -35,7 +35,7 @@ LLVM_CANDIDATES = ("/usr/lib/llvm-19/lib/libLLVM.so.1", "/usr/lib/llvm-19/lib/li
                    "/usr/lib/*-linux-gnu/libLLVM.so.19.1", "/usr/lib/*-linux-gnu/libLLVM-19.so")
 # renderer of a DRESS_TARGET -> (compiler, the pattern its arch must match, an example)
 RENDERERS = {"CUDA": ("nvrtc", r"sm_\d{2,3}a?", "CUDA:sm_89"), "AMDLLVM": ("llvm19", r"gfx[0-9a-f]{3,4}", "AMDLLVM:gfx1100"),
-             "NULL": ("none", r"", "NULL")}
+             "NULL": ("none", r"plain", "NULL:plain")}   # tinygrad's own NULL renderer ("NULL" alone is YAML's null)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,7 +135,7 @@ def plan_dress(platform_file: str | os.PathLike, bert_layers: int, *, layers: in
     raise UserError(f"{path}: no DRESS_TARGET; set it to the platform's GPU target (e.g. CUDA:sm_89 for an RTX 4090, "
                     f"AMDLLVM:gfx1100 for an RX 7900 XTX) or pass --set DRESS_TARGET=...")
   if pair[0] < 1 or pair[1] <= pair[0]: raise UserError(f"--pair {pair}: expected two depths A < B, both at least 1")
-  renderer, arch = parse_target(raw_target or "NULL", f"{path}")
+  renderer, arch = parse_target(raw_target or "NULL:plain", f"{path}")
   target = renderer + (f":{arch}" if arch else "")
   compiler = find_compiler(renderer, target, dict(environ if environ is not None else os.environ)) if not on_cpu else \
     Compiler("clang", None, {}, "this machine's CPU (clang): the step runs")

