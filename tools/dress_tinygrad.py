@@ -5,7 +5,7 @@ platform's settings; the same figures `python -m mlperf_bert dress` gives for th
 
     git -C <mirror of github:tinygrad/tinygrad> archive e0139fafc15d9dd945eb7b6b7d97e43ca6e2f178 | tar -x -C /tmp/tg
     python tools/dress_tinygrad.py /tmp/tg --platform tinybox_green --layers 2,4 \
-        --commit e0139fafc15d9dd945eb7b6b7d97e43ca6e2f178 --out tests/data/dress-tinygrad/tinybox_green.json
+        --commit e0139fafc15d9dd945eb7b6b7d97e43ca6e2f178 --out tests/fixtures/dress-tinygrad/tinybox_green.json
 
 Each depth runs in a subprocess with the checkout first on PYTHONPATH (nothing of tinygrad is copied here) and the
 platform's settings in the environment as run_and_time.sh exports them (GPUS, BS, EVAL_BS, DEFAULT_FLOAT, SUM_DTYPE,
