@@ -98,7 +98,7 @@ def test_the_demo_step_on_null_counts_what_it_counts_on_the_cpu(tmp_path):
   combining stage (and sometimes a kernel): train 60.79 GFLOP on NULL:CUDA:sm_89 against 62.35 on the CPU (2.5 %,
   2026-12-01). USE_ATOMICS off on both: the profile's C11 atomics (its CPU word-embedding backward) do not compile
   with nvrtc."""
-  args = ("--platform", "cpu", "--layers", "1", "--set", "EVAL_BS=8", "USE_ATOMICS=0")
+  args = ("--platform", "cpu", "--layers", "1", "--set", "BS=2", "EVAL_BS=2", "USE_ATOMICS=0")  # 2 rows: the CPU runs it
   p, null = _dress(tmp_path, "null", *args, "DRESS_TARGET=CUDA:sm_89")
   assert p.returncode == 0, p.stderr[-3000:]
   p, cpu = _dress(tmp_path, "cpu", *args, "--cpu")
