@@ -15,3 +15,23 @@ def tiny_instances(n: int, tag: int, rng: np.random.Generator) -> list[dict]:
     out.append({"input_ids": masked, "segment_ids": [0] * (la + 2) + [1] * (lb + 1), "masked_lm_positions": pos,
                 "masked_lm_ids": [ids[p] for p in pos], "next_sentence_label": i % 2})
   return out
+
+
+# Small settings of create_pretraining_data.py for trees of a few 80-line topics (the audit's chain and re-execution)
+TINY_PRE = dict(max_seq_length=32, max_predictions_per_seq=5, masked_lm_prob=0.15, short_seq_prob=0.1, random_seed=7,
+                dupe_factor=1)
+
+
+def topic_tree(base, demo_text, topics, vocab, pre=TINY_PRE):
+  """A basedir's results4/ (the first 80 lines of demo topic i for topics[i]), download/vocab.txt and shards/ built
+  from them with `pre`, as the workflow lays them out."""
+  import shutil
+  from mlperf_bert.data.instances import build_shard
+  (base / "results4").mkdir(parents=True)
+  (base / "download").mkdir()
+  shutil.copy(vocab, base / "download" / "vocab.txt")
+  for i, t in enumerate(topics):
+    lines = (demo_text / f"part-0000{i}-of-00008").read_text().split("\n")[:80]
+    (base / "results4" / t).write_text("\n".join(lines) + "\n")
+    build_shard(base / "results4" / t, base / "download/vocab.txt", base / "shards" / f"{t}.shard", log=None, **pre)
+  return base

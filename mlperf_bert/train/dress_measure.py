@@ -104,6 +104,22 @@ def _held(mem: _PeakBytes, devices, base) -> dict[str, int]:
   return {d: mem[d] - base.get(d, 0) for d in devices}
 
 
+def _three_calls(name: str, call, log) -> tuple[dict[str, int], list[float]]:
+  """A jitted step called three times (un-jitted, captured, replayed): the first call's counters and each call's
+  seconds. Counters after a jitted replay count one "kernel" per graph batch: only the first call's are read."""
+  first, times = {}, []
+  for i in range(3):
+    st = time.perf_counter()
+    GlobalCounters.reset()
+    res = call()
+    if i == 0: first = {"kernels": GlobalCounters.kernel_count, "flops": GlobalCounters.global_ops,
+                        "bytes": GlobalCounters.global_mem}
+    del res
+    times.append(round(time.perf_counter() - st, 2))
+    log(f"dress: {name} call {i + 1} ({('un-jitted', 'captured', 'replayed')[i]}) {times[-1]:.1f} s")
+  return first, times
+
+
 def measure(s: Settings, cfg: BertConfig, seq: int, pred: int, log=print) -> dict[str, Any]:
   """One dress measurement of `s` (its BS, EVAL_BS, GPUS, BERT_LAYERS) on the devices of its DEV; a kernel the
   target's compiler refuses is a one-line error with the compiler's first error."""
@@ -135,33 +151,16 @@ def _measure(s: Settings, cfg: BertConfig, seq: int, pred: int, log=print) -> di
   log(f"dress: {cfg.num_hidden_layers} layers, BS {s.batch_size}, EVAL_BS {s.eval.batch_size} on {len(devices)} x "
       f"{devices[0]} ({s.tinygrad.dev}): model built in {time.perf_counter() - st:.1f} s")
   mem.reset()
-  times = []
-  for i in range(3):
-    st = time.perf_counter()
-    GlobalCounters.reset()
-    loss, _, _ = trainer.train(fake_batch(s.batch_size, seq, pred, cfg.vocab_size, rng))
-    if i == 0: first = {"kernels": GlobalCounters.kernel_count, "flops": GlobalCounters.global_ops,
-                        "bytes": GlobalCounters.global_mem}
-    del loss
-    times.append(round(time.perf_counter() - st, 2))
-    log(f"dress: train call {i + 1} ({('un-jitted', 'captured', 'replayed')[i]}) {times[-1]:.1f} s")
+  first, times = _three_calls("train", lambda: trainer.train(fake_batch(s.batch_size, seq, pred, cfg.vocab_size, rng)), log)
   out["train_peak"] = {d: mem.peak[d] - base.get(d, 0) for d in devices}
   out["train_held"] = _held(mem, devices, base)
   out["train"] = {**jit_items(trainer.train_step, devices), "first_call": first, "seconds": times}
   if s.free_intermediate: trainer.free_intermediates(trainer.train_step)
   out["between"] = _held(mem, devices, base)
   mem.reset()
-  times = []
   ones = np.ones(s.eval.batch_size, np.float32)
-  for i in range(3):
-    st = time.perf_counter()
-    GlobalCounters.reset()
-    res = trainer.evaluate(fake_batch(s.eval.batch_size, seq, pred, cfg.vocab_size, rng), ones)
-    if i == 0: first = {"kernels": GlobalCounters.kernel_count, "flops": GlobalCounters.global_ops,
-                        "bytes": GlobalCounters.global_mem}
-    del res
-    times.append(round(time.perf_counter() - st, 2))
-    log(f"dress: eval call {i + 1} ({('un-jitted', 'captured', 'replayed')[i]}) {times[-1]:.1f} s")
+  first, times = _three_calls(
+    "eval", lambda: trainer.evaluate(fake_batch(s.eval.batch_size, seq, pred, cfg.vocab_size, rng), ones), log)
   out["eval_peak"] = {d: mem.peak[d] - base.get(d, 0) for d in devices}
   out["eval"] = {**jit_items(trainer.eval_step, devices), "first_call": first, "seconds": times}
   if s.free_intermediate: trainer.free_intermediates(trainer.eval_step)

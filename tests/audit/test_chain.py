@@ -5,6 +5,7 @@ import shutil, struct, zlib
 from pathlib import Path
 
 import pytest
+from tiny_shards import TINY_PRE, topic_tree
 
 from mlperf_bert.audit.chain import check_chain
 from mlperf_bert.audit.checks import Audit
@@ -15,8 +16,7 @@ from mlperf_bert.data.shards import HEADER_SIZE, Shard, read_features, write_sid
 from mlperf_bert.train.record import publish_result, read_record, record_path
 
 DEMO = Path(__file__).resolve().parents[2] / "resources" / "demo"
-PRE = dict(max_seq_length=32, max_predictions_per_seq=5, masked_lm_prob=0.15, short_seq_prob=0.1, random_seed=7,
-           dupe_factor=1)
+PRE = TINY_PRE
 TOPICS = [f"part-0000{i}-of-00003" for i in range(3)]
 LOG = (':::MLLOG {"namespace": "", "time_ms": 1, "event_type": "POINT_IN_TIME", "key": "eval_accuracy", '
        '"value": 0.0470, "metadata": {"epoch_num": 64}}\n')
@@ -32,13 +32,7 @@ def clean(tmp_path_factory, demo_text):
   """A basedir: results4/ (3 topics of 80 lines, eval.txt), download/vocab.txt, shards/, eval/, and a result log
   with the train record a finished train process writes."""
   base = tmp_path_factory.mktemp("chain") / "base"
-  (base / "results4").mkdir(parents=True)
-  (base / "download").mkdir()
-  shutil.copy(DEMO / "vocab.txt", base / "download" / "vocab.txt")
-  for i, t in enumerate(TOPICS):
-    lines = (demo_text / f"part-0000{i}-of-00008").read_text().split("\n")[:80]
-    (base / "results4" / t).write_text("\n".join(lines) + "\n")
-    build_shard(base / "results4" / t, base / "download/vocab.txt", base / "shards" / f"{t}.shard", log=None, **PRE)
+  topic_tree(base, demo_text, TOPICS, DEMO / "vocab.txt")
   (base / "results4/eval.txt").write_text("\n".join((demo_text / "eval.txt").read_text().split("\n")[:60]) + "\n")
   build_evalset(base / "results4/eval.txt", base / "download/vocab.txt", base / "eval/eval.shard", num_examples=20,
                 log=None, **PRE)

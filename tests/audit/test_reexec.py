@@ -7,6 +7,7 @@ import hashlib, json, shutil
 from pathlib import Path
 
 import pytest
+from tiny_shards import TINY_PRE, topic_tree
 from conftest import FIXTURES
 
 from mlperf_bert.audit.provenance import hashes
@@ -17,8 +18,7 @@ from mlperf_bert.data.instances import build_shard, make_instances, write_instan
 from mlperf_bert.data.corpus import settings
 
 DEMO = Path(__file__).resolve().parents[2] / "resources" / "demo"
-PRE = dict(max_seq_length=32, max_predictions_per_seq=5, masked_lm_prob=0.15, short_seq_prob=0.1, random_seed=7,
-           dupe_factor=1)
+PRE = TINY_PRE
 TOPICS = ["part-00000-of-00002", "part-00001-of-00002"]
 LOG = (':::MLLOG {"namespace": "", "time_ms": 1, "event_type": "POINT_IN_TIME", "key": "eval_accuracy", '
        '"value": %r, "metadata": {"epoch_num": 64}}\n')
@@ -47,13 +47,7 @@ def test_batch_comparison_exact_and_within_the_band():
 def base(tmp_path_factory, demo_text):
   """shards/ of two 80-line topics built from results4/ with PRE and download/vocab.txt."""
   b = tmp_path_factory.mktemp("reexec") / "base"
-  (b / "results4").mkdir(parents=True)
-  (b / "download").mkdir()
-  shutil.copy(DEMO / "vocab.txt", b / "download" / "vocab.txt")
-  for i, t in enumerate(TOPICS):
-    lines = (demo_text / f"part-0000{i}-of-00008").read_text().split("\n")[:80]
-    (b / "results4" / t).write_text("\n".join(lines) + "\n")
-    build_shard(b / "results4" / t, b / "download/vocab.txt", b / "shards" / f"{t}.shard", log=None, **PRE)
+  topic_tree(b, demo_text, TOPICS, DEMO / "vocab.txt")
   return b
 
 
