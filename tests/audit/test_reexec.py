@@ -14,7 +14,7 @@ from mlperf_bert.audit.provenance import hashes
 from mlperf_bert.audit.reexec import BAND, batches_agree, catch_chance, draw_order, draw_seed, rebuild_shard, \
   reexecute_eval, reexecute_shards
 from mlperf_bert.audit.rows import Audit
-from mlperf_bert.data.instances import build_shard, make_instances, write_instances
+from mlperf_bert.data.instances import make_instances, write_instances
 from mlperf_bert.data.corpus import settings
 
 DEMO = Path(__file__).resolve().parents[2] / "resources" / "demo"
