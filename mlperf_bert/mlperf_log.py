@@ -7,6 +7,7 @@ valid record is a MalformedLine, never an exception; a line without the token is
 from __future__ import annotations
 import json, math
 from dataclasses import dataclass
+from typing import Any
 
 TOKEN = ":::MLLOG"
 MAX_JSON_DEPTH = 64               # nesting of arrays/objects in any JSON the audit parses

@@ -184,7 +184,7 @@ def check_record(audit: Audit, base: Path, log: Path, files: list[Path], hasher:
               f"{_short(logged.get('sha256'))} the train process wrote ({rp.name}): the log was changed after "
               f"training{_accuracy_diff(log, rec)}; {RETRAIN}")
   else:
-    audit.add("PASS", CHECK, rel, f"train record -> log: the log is byte for byte what the train process wrote")
+    audit.add("PASS", CHECK, rel, "train record -> log: the log is byte for byte what the train process wrote")
 
 
 def recorded_preprocessing(logs: list[Path], now_cfg: dict | None) -> dict | None:
