@@ -5,7 +5,10 @@ and passes mlperf-logging's checkers.
   run_stop before its run_start. Each is a FAIL (never a DROP: olympic scoring does not drop a forged run) that
   stops the official tools, which would score the edited numbers.
 * `check_copies`: runs with the same eval sequence (each eval's epoch_num and eval_accuracy, in order) are one run
-  logged twice, whatever their seeds and time stamps say.
+  logged twice, whatever their seeds and time stamps say, when the sequence holds at least DISTINCT_EVALS different
+  accuracies (a real run climbs; two do not climb alike). A shorter or flat sequence happens by chance (a small model
+  scoring the most frequent token's share at every eval, whatever its seed): there the evals' times after run_start
+  must be equal too (a copy shifted in time keeps them).
 * `check_scaling`: scaling.json's factor is not the submitter's to choose: mlperf-logging's rcp_checker writes it
   (package_checker runs it with set_scaling). It is recomputed here and a file that differs is a FAIL naming both.
 """
@@ -21,6 +24,7 @@ from mlperf_bert.audit.rows import Row, shorten
 # 2018-01-01 UTC: the first MLPerf Training round (v0.5) ran in 2018; no result log's clock reads earlier
 EARLIEST_MS = 1_514_764_800_000
 FUTURE_SLACK_MS = 24 * 3600 * 1000   # a clock a day ahead of the auditor's is still believed
+DISTINCT_EVALS = 3                   # different accuracies that make an equal eval sequence a copy on its own
 TIME_CHECKS = ("times",)             # the checks whose FAIL means the official tools are not run
 _NONFINITE = re.compile(r"^'time_ms' is (nan|inf|-inf),")
 
@@ -66,14 +70,23 @@ def eval_sequence(log: MLPerfLog) -> tuple:
                for e in log.eval_accuracies)
 
 
+def eval_offsets(log: MLPerfLog) -> tuple | None:
+  """Each eval's time after run_start in ms (None without a run_start): equal in a copy shifted in time."""
+  start = log.run_start_ms
+  return None if start is None else tuple(e.time_ms - start for e in log.eval_accuracies)
+
+
 def check_copies(logs: list[MLPerfLog], names: dict, system: str) -> list[Row]:
   """Runs whose eval sequences are equal: copies of one run (seeds and time stamps are easily edited; two real
-  runs do not reach the same accuracies at the same samples, eval after eval)."""
-  seqs: dict[tuple, list[str]] = {}
+  runs do not reach the same accuracies at the same samples, eval after eval). A sequence of fewer than
+  DISTINCT_EVALS different accuracies is one only with the same eval times after run_start."""
+  groups: dict[tuple, list[str]] = {}
   for log in logs:
     seq = eval_sequence(log)
-    if seq: seqs.setdefault(seq, []).append(names[id(log)])
-  same = [(len(seq), v) for seq, v in seqs.items() if len(v) > 1]
+    if not seq: continue
+    timed = len({acc for _, acc in seq}) < DISTINCT_EVALS   # flat or short: the times must match too
+    groups.setdefault((seq, eval_offsets(log) or id(log)) if timed else (seq,), []).append(names[id(log)])
+  same = [(len(key[0]), v) for key, v in groups.items() if len(v) > 1]
   return [Row("FAIL", "copies", system, f"{' and '.join(v[:4])}{f' and {len(v) - 4} more' if len(v) > 4 else ''} "
               f"have the same {n} eval(s) (epoch_num and eval_accuracy, in order): one run logged {len(v)} times "
               "with other seeds or times, not separate runs") for n, v in same]

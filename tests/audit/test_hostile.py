@@ -221,3 +221,28 @@ def test_a_rehearsals_log_is_not_a_submission(tmp_path):
   shutil.copy(DATA / "results" / SYSTEM / "bert" / "result_1.txt", plat / "result_bert_1.log")  # not all say so
   rehearsal_config(sorted(plat.glob("*.log")), over := {})
   assert over == {}
+
+
+def _log(run_start_ms: int, evals: list[tuple[int, float, int]]):
+  """A parsed log: run_start, then eval_accuracy (epoch_num, value) at run_start + offset ms."""
+  from mlperf_bert.audit.logs import parse_lines
+  line = lambda t, key, value, meta: ":::MLLOG " + json.dumps(
+    {"namespace": "", "time_ms": t, "event_type": "POINT_IN_TIME", "key": key, "value": value, "metadata": meta})
+  return parse_lines([line(run_start_ms, "run_start", None, {})] +
+                     [line(run_start_ms + dt, "eval_accuracy", acc, {"epoch_num": ep}) for ep, acc, dt in evals])
+
+
+def test_a_flat_or_short_eval_sequence_is_a_copy_only_with_the_same_times():
+  """Two real seeds of a tiny model can score the most frequent token's share at every eval: equal accuracies, other
+  times, not copies. The same sequence with the same eval times after run_start (a copy shifted by a day) is one; three
+  or more different accuracies in the same order are one whatever the times."""
+  from mlperf_bert.audit.forged import check_copies
+  copies = lambda *logs: check_copies(list(logs), {id(l): f"result_{i}.txt" for i, l in enumerate(logs)}, "sys")
+  flat = [(64, 0.0363, 40_000)]
+  assert copies(_log(1_700_000_000_000, flat), _log(1_700_000_100_000, [(64, 0.0363, 36_000)])) == []
+  [row] = copies(_log(1_700_000_000_000, flat), _log(1_700_086_400_000, flat))
+  assert row.status == "FAIL" and "result_0.txt and result_1.txt have the same 1 eval(s)" in row.reason
+  climbing = [(64, 0.05, 40_000), (128, 0.06, 80_000), (192, 0.07, 120_000)]
+  later = [(e, a, dt + 5_000) for e, a, dt in climbing]
+  [row] = copies(_log(1_700_000_000_000, climbing), _log(1_700_000_100_000, later))
+  assert "have the same 3 eval(s)" in row.reason
