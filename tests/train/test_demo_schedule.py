@@ -3,7 +3,11 @@ warm-up steps run change no weight and draw no random number of the real run, so
 step and the final accuracy too. The demo relies on it: which steps it evaluates at (EVAL_STEP_FREQ) and how many INIT
 warm-up steps it runs (INIT_BENCHMARK_STEPS 1) are chosen for speed, and the trajectory is the one measured with any
 other choice (profiles/cpu/platform.yaml)."""
+import pytest
 from train.test_train import data, make_run  # noqa: F401  (data is a module fixture)
+
+# training runs of minutes on 2 cores: scripts/test.sh --fast leaves them out, the full run (CI) has them
+pytestmark = pytest.mark.slow
 
 
 def test_eval_frequency_and_init_steps_do_not_change_the_trajectory(data, tmp_path):  # noqa: F811

@@ -13,6 +13,9 @@ from test_train import data, make_run  # noqa: F401  (the module's fixture and r
 from mlperf_bert.train import jitmem
 from mlperf_bert.train.trainer import ModelTrainer
 
+# training runs of minutes on 2 cores: scripts/test.sh --fast leaves them out, the full run (CI) has them
+pytestmark = pytest.mark.slow
+
 
 CASES = {"fp32-1dev": dict(devices=None),
          "half-2dev": dict(devices=("CPU", "CPU:1"), GPUS=2, DEFAULT_FLOAT="HALF", SUM_DTYPE="HALF", LOSS_SCALER=2.0 ** 11)}

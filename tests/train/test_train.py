@@ -71,6 +71,7 @@ def make_run(data, tmp_path, devices=None, **over):
   return TrainRun(hp, inputs, devices=devices, echo=False, progress=False)
 
 
+@pytest.mark.slow  # a training run of minutes (two, for the comparisons)
 def test_run_stop_resume_equals_uninterrupted(data, tmp_path):
   full = make_run(data, tmp_path / "a").run()
   assert full.status == "aborted" and full.steps == 12          # TARGET 0.99 is not reached
@@ -103,6 +104,7 @@ def test_no_checkpoint_in_the_run_unless_ckpt(data, tmp_path):
   assert again.steps == 1  # started over at step 0
 
 
+@pytest.mark.slow  # a training run of minutes (two, for the comparisons)
 def test_other_settings_do_not_resume(data, tmp_path):
   make_run(data, tmp_path, INIT_BENCHMARK_STEPS=0).run(stop_after=5)
   assert [s for s, _ in list_checkpoints(tmp_path / "ckpt")] == [4]
@@ -111,6 +113,7 @@ def test_other_settings_do_not_resume(data, tmp_path):
   assert res.steps == 2
 
 
+@pytest.mark.slow  # a training run of minutes (two, for the comparisons)
 def test_data_parallel_two_cpu_devices_matches_single(data, tmp_path):
   kw = dict(TRAIN_STEPS=3, EVAL_STEP_FREQ=3, INIT_BENCHMARK_STEPS=0, EVAL_SAMPLES=16, DISABLE_DROPOUT=True)
   one = make_run(data, tmp_path / "one", **kw).run()
@@ -287,6 +290,7 @@ def test_train_record_holds_the_bytes_the_run_read_and_wrote(data, tmp_path):
   assert all(not e["path"].startswith("/") for e in rec["shards"])
 
 
+@pytest.mark.slow  # a training run of minutes (two, for the comparisons)
 @pytest.mark.parametrize("metric", ["tinygrad", "pooled"])
 def test_final_weights_and_last_eval_batches_re_execute_bit_exact(data, tmp_path, metric):
   """The run saves its final weights (safetensors, sha256 in the record) and the counts of each batch of its last
