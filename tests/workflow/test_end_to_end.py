@@ -33,11 +33,13 @@ class Run:
     self.wd, self.base, self.cfg = wd, wd / "base", wd / "config.yaml"
     self.logs = [self.base / f"results/{PLATFORM}/result_bert_{s}.log" for s in SEEDS]
 
-  def audit(self, *args: str) -> tuple[int, str]:
-    """`python -m mlperf_bert audit BASEDIR` as a user runs it after this workflow run (re-execution on: a random
-    sample of the shards and eval batches is redone)."""
+  def audit(self, *args: str, reexecute: bool = False) -> tuple[int, str]:
+    """`python -m mlperf_bert audit BASEDIR` as a user runs it after this workflow run; with `reexecute` as a user
+    runs it by default (a random sample of the shards and eval batches is redone: minutes on 2 cores), else with
+    --no-reexecute (the tests of the records alone; the re-execution's own tests ask for it)."""
     p = subprocess.run([sys.executable, "-m", "mlperf_bert", "audit", str(self.base), "--workdir", str(self.wd),
-                        "--configfile", str(self.cfg), *args], capture_output=True, text=True, timeout=900,
+                        "--configfile", str(self.cfg), *args, *(() if reexecute else ("--no-reexecute",))],
+                       capture_output=True, text=True, timeout=900,
                        cwd=self.wd)
     assert "Traceback" not in p.stdout + p.stderr, p.stdout + p.stderr
     return p.returncode, p.stdout
@@ -89,7 +91,7 @@ def test_finished_tree_dry_run_has_nothing_to_do(run):
 
 def test_clean_tree_audit_passes(run):
   before = tree_state(run.base)
-  rc, out = run.audit()
+  rc, out = run.audit(reexecute=True)
   assert rc == 0, out
   assert tree_state(run.base) == before, "the audit wrote into the audited tree"
   assert re.search(r"PASS\s+dry run\s+.*nothing to be done", out), out
@@ -192,7 +194,8 @@ def test_moved_tree_and_copied_checkout_plan_nothing_and_pass_the_audit(run, tmp
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0 and "Nothing to be done" in r.stdout + r.stderr, r.stdout[-3000:] + r.stderr[-3000:]
     p = subprocess.run([sys.executable, "-m", "mlperf_bert", "audit", str(m.base), "--workflow-dir", str(checkout),
-                        "--workdir", str(moved), "--configfile", str(m.cfg)], capture_output=True, text=True,
+                        "--workdir", str(moved), "--configfile", str(m.cfg), "--no-reexecute"],
+                       capture_output=True, text=True,
                        timeout=900, cwd=moved)
     assert p.returncode == 0 and not _fails(p.stdout), p.stdout + p.stderr
     assert re.search(r"PASS\s+dry run\s+.*nothing to be done", p.stdout), p.stdout
@@ -271,7 +274,7 @@ def test_edited_accuracy_then_snakemake_all_still_fails_at_the_log(run, tmp_path
   assert n == 1
   log.write_text(edited)
   snakemake(c.wd, "--cores", "1", "all", configfile=c.cfg)  # targets last
-  rc, out = c.audit()
+  rc, out = c.audit(reexecute=True)
   assert rc == 1, out
   rel = f"results/{PLATFORM}/{log.name}"
   assert re.search(rf"PASS\s+provenance\s+{re.escape(rel)}\s+log and \d+ input files match", out), out  # whitewashed
@@ -340,7 +343,7 @@ def test_forged_accuracy_with_rewritten_record_fails_by_re_executing_the_eval(ru
     r["last_eval"]["batches"] = [[round(0.7 * total), total, forged]]
   _rewrite_record(rp, edit)
   snakemake(c.wd, "--cores", "1", "all", configfile=c.cfg)  # targets last
-  rc, out = c.audit()
+  rc, out = c.audit(reexecute=True)
   assert rc == 1, out
   rel = f"results/{PLATFORM}/{log.name}"
   assert re.search(rf"PASS\s+chain\s+{re.escape(rel)}\s+train record -> log: the log is byte for byte", out), out
@@ -377,7 +380,7 @@ def test_forged_shard_with_rewritten_records_fails_by_rebuilding_it(run, tmp_pat
   records = [str(l.relative_to(c.wd).with_name(l.name[:-4] + ".provenance.json")) for l in c.logs]
   snakemake(c.wd, "--cores", "1", "--force", *records, configfile=c.cfg)
   snakemake(c.wd, "--cores", "1", "all", configfile=c.cfg)
-  rc, out = c.audit("--reexecute-budget", "100000")
+  rc, out = c.audit("--reexecute-budget", "100000", reexecute=True)
   assert rc == 1, out
   assert re.search(r"PASS\s+checksums\s+shards, eval\s+8 shard\(s\)", out), out
   assert re.search(r"PASS\s+chain\s+shards, eval\s+text -> shard: each of 9 shard\(s\) was built from the text", out), out
