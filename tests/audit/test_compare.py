@@ -4,7 +4,7 @@ from pathlib import Path
 
 from mlperf_bert.cli import main as cli_main
 
-V41 = Path(__file__).resolve().parents[1] / "data/tinycorp-v4.1/results/tinybox_red/bert"
+V41 = Path(__file__).resolve().parents[1] / "fixtures/tinycorp-v4.1/results/tinybox_red/bert"
 
 
 def test_a_malformed_line_is_named_not_skipped(tmp_path, capsys):

@@ -17,7 +17,7 @@ The extra cases (subfolders of the fixture, recorded by the same tool) check HAL
 between three and two steps (FREE_INTERMEDIATE off and on: both continue as tinygrad's FREE_INTERMEDIATE=0
 recording, mlperf_bert/train/jitmem.py), each within the tolerances stated at its test (docs/parity.md rows 5, 20-22).
 """
-import dataclasses, importlib.util, json
+import dataclasses, importlib.util, json, sys
 from pathlib import Path
 
 import numpy as np
@@ -30,7 +30,8 @@ from mlperf_bert.train.hparams import resolve
 from mlperf_bert.train.inputs import RunInputs
 from mlperf_bert.train.optim import lr_at
 from mlperf_bert.train.trainer import ModelTrainer
-from conftest import FIXTURES
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # conftest, also when run as a script
+from conftest import FIXTURES  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 FIX = FIXTURES / "tinygrad-parity"
