@@ -20,6 +20,9 @@ sys.path.insert(0, str(ROOT / "bench"))
 os.environ.setdefault("USE_ATOMICS", "1")
 from machine import describe  # noqa: E402
 
+# the eval step's sizes (--NAME N): MLPerf's batch of 8 at BERT-large width, sequence 512, 76 predictions
+SIZES = {"bs": 8, "seq": 512, "pred": 76, "hidden": 1024, "heads": 16, "intermediate": 4096}
+
 
 def cpu() -> float:
   r, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -53,12 +56,7 @@ def one(layers: int, bs: int, seq: int, pred: int, width: tuple[int, int, int]) 
 def main() -> None:
   ap = argparse.ArgumentParser()
   ap.add_argument("--layers", type=int, nargs="+", default=[1, 2])
-  ap.add_argument("--bs", type=int, default=8)
-  ap.add_argument("--seq", type=int, default=512)
-  ap.add_argument("--pred", type=int, default=76)
-  ap.add_argument("--hidden", type=int, default=1024)
-  ap.add_argument("--heads", type=int, default=16)
-  ap.add_argument("--intermediate", type=int, default=4096)
+  for name, default in SIZES.items(): ap.add_argument(f"--{name}", type=int, default=default)
   a = ap.parse_args()
   print(describe())
   print(f"load: {os.getloadavg()[0]:.2f}")

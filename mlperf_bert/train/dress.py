@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses, glob, importlib.util, os, re
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Mapping
 
 from mlperf_bert.errors import UserError
 from mlperf_bert.train.hparams import load_platform, resolve, tinygrad_env
@@ -30,7 +30,7 @@ from mlperf_bert.train.settings import Settings
 DEFAULT_BERT_CONFIG = Path(__file__).resolve().parents[2] / "resources" / "demo" / "bert_config.json"  # MLPerf's
 SEQ, PRED = 512, 76                       # MLPerf BERT's max_seq_length and max_predictions_per_seq
 DEFAULT_PAIR = (2, 4)                     # the default dress measures these depths and extrapolates linearly
-NVRTC_WHEEL = "nvidia-cuda-nvrtc-cu12"
+NVRTC_WHEEL, NVRTC_LIB = "nvidia-cuda-nvrtc-cu12", "libnvrtc.so.12"
 LLVM_CANDIDATES = ("/usr/lib/llvm-19/lib/libLLVM.so.1", "/usr/lib/llvm-19/lib/libLLVM-19.so",
                    "/usr/lib/*-linux-gnu/libLLVM.so.19.1", "/usr/lib/*-linux-gnu/libLLVM-19.so")
 # renderer of a DRESS_TARGET -> (compiler, the pattern its arch must match, an example)
@@ -67,47 +67,66 @@ def parse_target(text: Any, where: str) -> tuple[str, str]:
   return ren, arch
 
 
-def find_nvrtc(environ: dict[str, str]) -> str | None:
-  """libnvrtc.so.12: NVRTC_PATH when it names a file, else the one of the nvidia-cuda-nvrtc-cu12 wheel."""
-  if (p := environ.get("NVRTC_PATH")) and Path(p).is_file(): return p
+def wheel_nvrtc() -> str | None:
+  """libnvrtc.so.12 of the nvidia-cuda-nvrtc-cu12 wheel, or None."""
   spec = importlib.util.find_spec("nvidia")
   for root in (spec.submodule_search_locations or []) if spec else []:
-    for name in ("libnvrtc.so.12", "libnvrtc.so"):
+    for name in (NVRTC_LIB, "libnvrtc.so"):
       if (lib := Path(root) / "cuda_nvrtc" / "lib" / name).is_file(): return str(lib)
   return None
 
 
-def find_llvm19(environ: dict[str, str]) -> str | None:
-  """libLLVM of LLVM 19: LLVM_PATH when it names a file, else Debian's libllvm19."""
-  if (p := environ.get("LLVM_PATH")) and Path(p).is_file(): return p
+def debian_llvm19() -> str | None:
+  """libLLVM of Debian's libllvm19 (the first of LLVM_CANDIDATES present), or None."""
   for pattern in LLVM_CANDIDATES:
     if hits := sorted(glob.glob(pattern)): return hits[0]
   return None
 
 
-def find_compiler(renderer: str, target: str, environ: dict[str, str]) -> Compiler:
+def _nvrtc_line(lib: str, target: str) -> str:
+  try: ver = f"{NVRTC_WHEEL} {version(NVRTC_WHEEL)}"
+  except PackageNotFoundError: ver = "NVRTC_PATH"
+  return f"NVIDIA nvrtc ({ver}, {Path(lib).name}) for {target}"
+
+
+@dataclasses.dataclass(frozen=True)
+class CompilerSource:
+  """Where a renderer's compiler library comes from: the variable that names it, else `locate`, else what to install."""
+  name: str                              # nvrtc | llvm19 (RENDERERS' names)
+  env_var: str                           # NVRTC_PATH | LLVM_PATH: overrides `locate`; tinygrad reads it
+  locate: Callable[[], str | None]       # the library when env_var names none
+  library: str                           # what env_var must name
+  needs: str                             # what is missing, for the error: "the CUDA renderer needs NVIDIA's nvrtc"
+  install: str                           # how to get it, for the error
+  describe: Callable[[str, str], str]    # (library, target) -> the report's line
+
+
+COMPILER_SOURCES = {s.name: s for s in (
+  CompilerSource("nvrtc", "NVRTC_PATH", wheel_nvrtc, NVRTC_LIB, "the CUDA renderer needs NVIDIA's nvrtc",
+                 f"install it with `bash scripts/setup.sh dress` (pip {NVRTC_WHEEL}) or set NVRTC_PATH to {NVRTC_LIB}",
+                 _nvrtc_line),
+  CompilerSource("llvm19", "LLVM_PATH", debian_llvm19, "LLVM 19's libLLVM", "the AMDLLVM renderer needs LLVM 19",
+                 "install Debian's libllvm19 (`bash scripts/setup.sh dress` or apt-get install libllvm19) or set LLVM_PATH",
+                 lambda lib, target: f"LLVM 19 ({Path(lib).name}) for {target}: not the HIP/comgr code generator a "
+                                     f"real DEV=AMD uses first"))}
+
+
+def find_library(source: CompilerSource, override: str | None, target: str) -> str:
+  """The library of `source`: `override` (its env_var's value) when set, else the one `locate` finds; a one-line error
+  when the override is not a file or nothing is found."""
+  if override and not Path(override).is_file():
+    raise UserError(f"DRESS_TARGET {target}: {source.env_var}={override} is not a file; unset it or point it at "
+                    f"{source.library}")
+  if lib := override or source.locate(): return lib
+  raise UserError(f"DRESS_TARGET {target}: {source.needs} and none was found; {source.install}")
+
+
+def find_compiler(renderer: str, target: str, environ: Mapping[str, str]) -> Compiler:
   """The compiler of a target's renderer, or a one-line error that says what to install."""
-  name = RENDERERS[renderer][0]
-  if name == "nvrtc":
-    if environ.get("NVRTC_PATH") and not Path(environ["NVRTC_PATH"]).is_file():
-      raise UserError(f"DRESS_TARGET {target}: NVRTC_PATH={environ['NVRTC_PATH']} is not a file; unset it or point "
-                      f"it at libnvrtc.so.12")
-    if (lib := find_nvrtc(environ)) is None:
-      raise UserError(f"DRESS_TARGET {target}: the CUDA renderer needs NVIDIA's nvrtc and none was found; install it "
-                      f"with `bash scripts/setup.sh dress` (pip {NVRTC_WHEEL}) or set NVRTC_PATH to libnvrtc.so.12")
-    try: ver = f"{NVRTC_WHEEL} {version(NVRTC_WHEEL)}"
-    except PackageNotFoundError: ver = "NVRTC_PATH"
-    return Compiler("nvrtc", lib, {"NVRTC_PATH": lib}, f"NVIDIA nvrtc ({ver}, {Path(lib).name}) for {target}")
-  if name == "llvm19":
-    if environ.get("LLVM_PATH") and not Path(environ["LLVM_PATH"]).is_file():
-      raise UserError(f"DRESS_TARGET {target}: LLVM_PATH={environ['LLVM_PATH']} is not a file; unset it or point it "
-                      f"at LLVM 19's libLLVM")
-    if (lib := find_llvm19(environ)) is None:
-      raise UserError(f"DRESS_TARGET {target}: the AMDLLVM renderer needs LLVM 19 and none was found; install Debian's "
-                      f"libllvm19 (`bash scripts/setup.sh dress` or apt-get install libllvm19) or set LLVM_PATH")
-    return Compiler("llvm19", lib, {"LLVM_PATH": lib},
-                    f"LLVM 19 ({Path(lib).name}) for {target}: not the HIP/comgr code generator a real DEV=AMD uses first")
-  return Compiler("none", None, {}, "tinygrad's NULL renderer: no compiler (kernels are rendered, never compiled)")
+  if (source := COMPILER_SOURCES.get(RENDERERS[renderer][0])) is None:
+    return Compiler("none", None, {}, "tinygrad's NULL renderer: no compiler (kernels are rendered, never compiled)")
+  lib = find_library(source, environ.get(source.env_var), target)
+  return Compiler(source.name, lib, {source.env_var: lib}, source.describe(lib, target))
 
 
 def parse_layers(text: str | None) -> int | None:

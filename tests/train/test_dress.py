@@ -144,7 +144,7 @@ def test_a_target_whose_compiler_is_absent_says_what_to_install(monkeypatch):
 
 
 def test_the_wheel_nvrtc_is_found_without_nvrtc_path():
-  lib = dress.find_nvrtc({})
+  lib = dress.wheel_nvrtc()
   assert lib is not None and lib.endswith("cuda_nvrtc/lib/libnvrtc.so.12") and Path(lib).is_file()
 
 
