@@ -169,7 +169,7 @@ def build_tree(tmp_path) -> tuple[Path, Path]:
   from mlperf_bert.audit.tree import current_config
   from mlperf_bert.audit.provenance import write_provenance
   import hashlib
-  from mlperf_bert.data.corpus import settings
+  from mlperf_bert.data.corpus import preprocessing_settings
   from mlperf_bert.data.shards import Shard, write_sha256sums, write_shard, write_sidecar
   from mlperf_bert.train.record import publish_result
   base = tmp_path / "run"
@@ -186,7 +186,7 @@ def build_tree(tmp_path) -> tuple[Path, Path]:
   # the hashes the shard job records in each header: its text (results4/), settings and vocab (audit/chain.py)
   sha = lambda p: hashlib.sha256(p.read_bytes()).hexdigest()
   pre = yaml.safe_load(cfgfile.read_text())["preprocessing"]
-  record = dict(settings_sha256=settings(**pre).sha256(), vocab_sha256=sha(base / "download/vocab.txt"))
+  record = dict(settings_sha256=preprocessing_settings(**pre).sha256(), vocab_sha256=sha(base / "download/vocab.txt"))
   (base / "results4").mkdir()
   sides = []
   for t in ("part-00000-of-00002", "part-00001-of-00002", "eval.txt"):
