@@ -172,7 +172,7 @@ def _add_data(sub) -> None:
 # ---------------------------------------------------------------------------------------------------- train
 
 def _cmd_convert(a) -> int:
-  from mlperf_bert.train.checkpoint import convert_tf_checkpoint
+  from mlperf_bert.train.init_weights import convert_tf_checkpoint
   stats = convert_tf_checkpoint(a.checkpoint, a.bert_config, a.output, log=_log)
   print(json.dumps(stats, indent=1))
   return 0
