@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from mlperf_bert import cli
-from mlperf_bert.audit.checks import Audit, Row, detect_kind
+from mlperf_bert.audit.path_kind import detect_kind
+from mlperf_bert.audit.rows import Audit, Row
 from mlperf_bert.audit.org import audit_submission
 from conftest import FIXTURES
 

@@ -106,7 +106,7 @@ def test_a_record_without_final_weights_is_not_re_executable(tmp_path):
 
 def test_a_received_submission_is_not_re_executable(tmp_path):
   """tinycorp's published v4.1 tinybox_red (logs only): the table says re-execution was not possible, not PASS."""
-  from mlperf_bert.audit.tree import run_audit
+  from mlperf_bert.audit.command import run_audit
   org = tmp_path / "tinycorp"
   src = FIXTURES / "tinycorp-v4.1"
   shutil.copytree(src / "systems", org / "systems")
