@@ -157,6 +157,16 @@ def test_detect_kind(tmp_path, green):
   assert detect_kind(tmp_path / "base") == "basedir"
 
 
+def test_audit_help_is_the_command_modules_doc(capsys):
+  """`audit --help` prints audit/command.py's docstring, the module where the command starts (run_audit)."""
+  from mlperf_bert.audit import command
+  with pytest.raises(SystemExit) as e:
+    cli.main(["audit", "--help"])
+  out = capsys.readouterr().out
+  assert e.value.code == 0 and command.__doc__.splitlines()[0] in out and "PATH is one of" in out
+  assert command.run_audit.__module__ == "mlperf_bert.audit.command"
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # a finished workflow tree (built by hand here: real shards, sidecars, SHA256SUMS, a real log, its provenance)
 # ---------------------------------------------------------------------------------------------------------------
