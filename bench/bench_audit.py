@@ -24,9 +24,9 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 from machine import describe  # noqa: E402
 
-from mlperf_bert.audit.checkers import (compliance_check, package_checker, rcp_check, result_summarizer,  # noqa: E402
-                                        system_desc_check)
-from mlperf_bert.audit.checks import check_logs  # noqa: E402
+from mlperf_bert.audit.mlperf_tools import (compliance_check, package_checker, rcp_check, result_summarizer,  # noqa: E402
+                                            system_desc_check)
+from mlperf_bert.audit.log_checks import check_logs  # noqa: E402
 from mlperf_bert.audit.rows import Audit  # noqa: E402
 from mlperf_bert.audit.logs import read_log  # noqa: E402
 from mlperf_bert.audit.org import LOG_GLOB, log_index  # noqa: E402

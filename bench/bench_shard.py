@@ -75,7 +75,8 @@ def gate(tmp: Path, text: Path, engine: str) -> None:
 
 
 def phases(topic: Path) -> None:
-  from mlperf_bert.data.instances import Settings, create_instances, available_engines, special_ids, tokenize_corpus, \
+  from mlperf_bert.data.corpus import PreprocessingSettings
+  from mlperf_bert.data.instances import create_instances, available_engines, special_ids, tokenize_corpus, \
     write_instances
   from mlperf_bert.data.tokenizer import Tokenizer, load_vocab
   mb = topic.stat().st_size / 2**20
@@ -85,9 +86,9 @@ def phases(topic: Path) -> None:
   t = time.process_time()
   corpus = tokenize_corpus(topic, tok)
   print(f"phase tokenize: {(time.process_time() - t) / mb:.3f} CPU s/MB")
-  ids, st = special_ids(tok.vocab), Settings()
+  ids, st = special_ids(tok.vocab), PreprocessingSettings()
   for engine in available_engines():
-    create_instances(corpus, Settings(dupe_factor=1), ids, engine=engine)  # warm up (numba cache load)
+    create_instances(corpus, PreprocessingSettings(dupe_factor=1), ids, engine=engine)  # warm up (numba cache load)
     t = time.process_time()
     inst = create_instances(corpus, st, ids, engine=engine)
     print(f"phase instances ({engine}): {(time.process_time() - t) / mb:.3f} CPU s/MB")

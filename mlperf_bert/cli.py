@@ -172,7 +172,7 @@ def _add_data(sub) -> None:
 # ---------------------------------------------------------------------------------------------------- train
 
 def _cmd_convert(a) -> int:
-  from mlperf_bert.train.checkpoint import convert_tf_checkpoint
+  from mlperf_bert.train.init_weights import convert_tf_checkpoint
   stats = convert_tf_checkpoint(a.checkpoint, a.bert_config, a.output, log=_log)
   print(json.dumps(stats, indent=1))
   return 0
@@ -296,7 +296,7 @@ def _add_dress(sub) -> None:
 def _cmd_audit(a) -> int:
   from mlperf_bert.audit.rows import format_table
   from mlperf_bert.audit.logs import normalize_ruleset
-  from mlperf_bert.audit.tree import run_audit
+  from mlperf_bert.audit.command import run_audit
   from mlperf_bert.fileio import atomic_path
   path = Path(a.path)
   if a.json:
@@ -329,9 +329,9 @@ def _cmd_submission(a) -> int:
 
 
 def _add_audit(sub) -> None:
-  from mlperf_bert.audit import checks, submission
+  from mlperf_bert.audit import command, submission
   p = sub.add_parser("audit", help="audit MLPerf BERT results: a submission directory or a finished workflow basedir",
-                     description=checks.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+                     description=command.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
   p.add_argument("path", help="submission org dir (<org>/ with results/, systems/), a dir of them, or a workflow basedir")
   p.add_argument("--ruleset", default=RULESET,
                  help=f"MLPerf Training ruleset to check under (default {RULESET}, the last with BERT)")

@@ -86,12 +86,13 @@ def check_text_links(audit: Audit, base: Path, heads: dict, hasher: Callable) ->
 
 def check_settings(audit: Audit, base: Path, heads: dict, hasher: Callable, preprocessing: dict | None) -> None:
   """One settings and one vocab sha256 for every shard; equal to the config's preprocessing and the vocab present."""
-  from mlperf_bert.data.corpus import settings
+  from mlperf_bert.data.corpus import preprocessing_settings
   good = {f: h for f, h in heads.items() if isinstance(h, dict) and h["source"]}
   if not good: return
   expect: dict[str, tuple[str, str]] = {}
   try:
-    if preprocessing: expect["settings"] = (settings(**preprocessing).sha256(), "the config's preprocessing")
+    if preprocessing:
+      expect["settings"] = (preprocessing_settings(**preprocessing).sha256(), "the config's preprocessing")
   except (TypeError, UserError):
     pass
   vocab = base / "download" / "vocab.txt"

@@ -17,7 +17,7 @@ import json, math, re, time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from mlperf_bert.audit.checkers import rcp_scaling
+from mlperf_bert.audit.mlperf_tools import rcp_scaling
 from mlperf_bert.audit.logs import MLPerfLog
 from mlperf_bert.audit.rows import Row, shorten
 

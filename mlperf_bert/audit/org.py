@@ -1,5 +1,5 @@
 """The audit of a submission org directory `<org>/{results,systems}` as MLCommons scores it: the log checks of
-checks.py on every `results/<system>/bert/result_*.txt` (the names package_checker and result_summarizer glob),
+log_checks.py on every `results/<system>/bert/result_*.txt` (the names package_checker and result_summarizer glob),
 the olympic mean times `bert/scaling.json`'s `scaling_factor`, and the official tools' verdicts.
 
 The tree is untrusted input (see untrusted.py): a path that must not be read is a FAIL naming it, a system with
@@ -12,9 +12,10 @@ from pathlib import Path
 
 from mlperf_bert.errors import UserError
 from mlperf_bert.constants import RULESET
-from mlperf_bert.audit.checkers import (bert_in_ruleset, package_checker, package_checker_errors, result_summarizer,
-                                        system_desc_check)
-from mlperf_bert.audit.checks import RESULT_COUNT, check_logs, check_ruleset, detect_kind, is_org_dir
+from mlperf_bert.audit.mlperf_tools import (bert_in_ruleset, package_checker, package_checker_errors,
+                                            result_summarizer, system_desc_check)
+from mlperf_bert.audit.log_checks import RESULT_COUNT, check_logs, check_ruleset
+from mlperf_bert.audit.path_kind import detect_kind, is_org_dir
 from mlperf_bert.audit.forged import TIME_CHECKS, check_scaling
 from mlperf_bert.audit.rows import Audit, shorten
 from mlperf_bert.audit.logs import MLPerfLog, read_log

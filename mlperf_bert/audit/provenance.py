@@ -135,9 +135,9 @@ def trainer_entry(trainer: dict, checkout_records: Iterable[str | os.PathLike] =
   return out
 
 
-def build_record(*, log_path, inputs: dict[str, Iterable], config: dict, seed, platform: str, command,
-                 repo_dir, platform_profile: dict | None = None, extra: dict | None = None,
-                 basedir: str | os.PathLike | None = None, trainer: dict | None = None) -> dict[str, Any]:
+def build_provenance_record(*, log_path, inputs: dict[str, Iterable], config: dict, seed, platform: str, command,
+                            repo_dir, platform_profile: dict | None = None, extra: dict | None = None,
+                            basedir: str | os.PathLike | None = None, trainer: dict | None = None) -> dict[str, Any]:
   basedir = basedir if basedir is not None else config.get("basedir")
   log_path = Path(log_path)
   if not log_path.is_file():
@@ -173,9 +173,9 @@ def write_provenance(out_path, *, log_path, inputs: dict[str, list], config: dic
   config: the resolved workflow config (must be JSON-serialisable). command: argv list or a string.
   basedir: the run's basedir (default: config["basedir"]); files under it are recorded relative to it.
   """
-  rec = build_record(log_path=log_path, inputs=inputs, config=config, seed=seed, platform=platform, command=command,
-                     repo_dir=repo_dir, platform_profile=platform_profile, extra=extra, basedir=basedir,
-                     trainer=trainer)
+  rec = build_provenance_record(log_path=log_path, inputs=inputs, config=config, seed=seed, platform=platform,
+                                command=command, repo_dir=repo_dir, platform_profile=platform_profile, extra=extra,
+                                basedir=basedir, trainer=trainer)
   try:
     text = json.dumps(rec, indent=2, sort_keys=False, default=str) + "\n"
   except (TypeError, ValueError) as e:

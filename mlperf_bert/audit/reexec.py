@@ -58,7 +58,7 @@ def rebuild_shard(base: Path, shard: Path, preprocessing: dict, tmp: Path, hashe
   `tmp`; (status, reason): PASS byte-identical, FAIL different, WARN not re-executable (inputs absent or not those
   of the header: the chain rows say which)."""
   from mlperf_bert.audit.chain import source_text
-  from mlperf_bert.data.corpus import settings
+  from mlperf_bert.data.corpus import preprocessing_settings
   from mlperf_bert.data.instances import build_shard
   from mlperf_bert.data.shards import Shard
   text, vocab = source_text(base, shard), base / "download" / "vocab.txt"
@@ -66,7 +66,7 @@ def rebuild_shard(base: Path, shard: Path, preprocessing: dict, tmp: Path, hashe
     sh = Shard(shard, check=False)
     head = (sh.source_sha256, sh.settings_sha256, sh.vocab_sha256)
     sh.close()
-    st = settings(**preprocessing)
+    st = preprocessing_settings(**preprocessing)
   except (UserError, TypeError) as e:
     return "WARN", f"{NOT_REEXECUTABLE}: {e}"
   for what, path, want in (("text", text, head[0]), ("vocab", vocab, head[2])):

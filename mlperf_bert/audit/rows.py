@@ -1,5 +1,5 @@
 """The audit's record: its rows (PASS, FAIL, WARN, DROP, SKIP), each run's verdict, the scores, and the table
-`python -m mlperf_bert audit` prints of them. The checks that fill it are in checks.py."""
+`python -m mlperf_bert audit` prints of them. The checks that fill it are in log_checks.py, tree.py and org.py."""
 from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 

@@ -16,8 +16,8 @@ import json, os, platform as _platform, re, shlex, shutil, tempfile
 from pathlib import Path
 from typing import Any
 
-from mlperf_bert.audit.checkers import bert_in_ruleset, package_checker, package_checker_errors, result_summarizer
-from mlperf_bert.audit.checks import RESULT_COUNT
+from mlperf_bert.audit.mlperf_tools import bert_in_ruleset, package_checker, package_checker_errors, result_summarizer
+from mlperf_bert.audit.log_checks import RESULT_COUNT
 from mlperf_bert.audit.org import audit_submission
 from mlperf_bert.constants import RULESET
 from mlperf_bert.errors import UserError

@@ -1,5 +1,5 @@
 """The audit of a finished workflow tree (a basedir): Snakemake's dry run, every artifact re-hashed against the
-provenance records and the shard checksum list, and the log checks of checks.py on every result log."""
+provenance records and the shard checksum list, and the log checks of log_checks.py on every result log."""
 from __future__ import annotations
 import os, re, subprocess, sys
 from pathlib import Path
@@ -7,9 +7,10 @@ from pathlib import Path
 
 from mlperf_bert.errors import UserError
 from mlperf_bert.constants import RULESET
-from mlperf_bert.audit.checks import check_logs, check_ruleset, detect_kind, is_org_dir
+from mlperf_bert.audit.log_checks import check_logs, check_ruleset
+from mlperf_bert.audit.path_kind import is_org_dir
 from mlperf_bert.audit.rows import Audit, Row, shorten
-from mlperf_bert.audit.org import audit_org, audit_submission
+from mlperf_bert.audit.org import audit_org
 from mlperf_bert.audit.chain import check_chain, recorded_preprocessing
 from mlperf_bert.audit.logs import MLPerfLog, read_log
 from mlperf_bert.audit.rehearsal import rehearsal_config
@@ -288,7 +289,7 @@ def check_seed_names(base: Path, plat: Path, plogs: list[MLPerfLog]) -> list[Row
 
 
 def check_result_logs(audit: Audit, base: Path, logs: list[Path], ruleset: str) -> None:
-  """The log checks of checks.py on each platform's result logs (a tree's logs are not scored)."""
+  """The log checks of log_checks.py on each platform's result logs (a tree's logs are not scored)."""
   for plat in sorted({l.parent for l in logs}):
     plogs = [read_log(l) for l in logs if l.parent == plat]
     check_logs(audit, plogs, system=plat.name, division=None, ruleset=ruleset,
@@ -346,24 +347,4 @@ def audit_basedir(path: str | os.PathLike, *, ruleset: str = RULESET, strict: bo
   if sub.is_dir():
     for org in sorted(c for c in sub.iterdir() if c.is_dir() and is_org_dir(c)):
       audit_org(audit, org, ruleset)
-  return audit
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# command line
-# ----------------------------------------------------------------------------------------------------------------
-def run_audit(path: str | os.PathLike, *, ruleset: str = RULESET, strict: bool = False,
-              workflow_dir: str | os.PathLike | None = None, workdir: str | os.PathLike | None = None,
-              configfiles: list[str] | None = None, config: list[str] | None = None, dry_run: bool = True,
-              reexecute: bool = True, reexecute_seed: int | None = None,
-              reexecute_budget: float | None = None) -> Audit:
-  """Audit PATH, whichever kind it is."""
-  p = Path(path)
-  if detect_kind(p) == "basedir":
-    return audit_basedir(p, ruleset=ruleset, strict=strict, workflow_dir=workflow_dir, workdir=workdir,
-                         configfiles=configfiles, config=config, dry_run=dry_run, reexecute=reexecute,
-                         reexecute_seed=reexecute_seed, reexecute_budget=reexecute_budget)
-  audit = audit_submission(p, ruleset, strict)
-  audit.add("SKIP", "re-execution", str(p), "not re-executable: a received submission holds logs only (no shard "
-            "text, no final weights); its numbers are checked, not redone")
   return audit

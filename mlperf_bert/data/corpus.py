@@ -22,8 +22,8 @@ class Corpus:
 
 
 @dataclass
-class Settings:
-  """create_pretraining_data.py's flags (the defaults are MLPerf's)."""
+class PreprocessingSettings:
+  """create_pretraining_data.py's flags, the config's `preprocessing` section (the defaults are MLPerf's)."""
   max_seq_length: int = 512
   max_predictions_per_seq: int = 76
   masked_lm_prob: float = 0.15
@@ -95,9 +95,9 @@ def num_to_predict(row_len: int, masked_lm_prob: float, max_predictions_per_seq:
   return min(max_predictions_per_seq, max(1, int(round(row_len * masked_lm_prob))))
 
 
-def settings(max_seq_length, max_predictions_per_seq, masked_lm_prob, short_seq_prob, random_seed,
-              dupe_factor) -> Settings:
-  st = Settings(int(max_seq_length), int(max_predictions_per_seq), float(masked_lm_prob), float(short_seq_prob),
-                int(random_seed), int(dupe_factor))
+def preprocessing_settings(max_seq_length, max_predictions_per_seq, masked_lm_prob, short_seq_prob, random_seed,
+                           dupe_factor) -> PreprocessingSettings:
+  st = PreprocessingSettings(int(max_seq_length), int(max_predictions_per_seq), float(masked_lm_prob),
+                             float(short_seq_prob), int(random_seed), int(dupe_factor))
   st.check()
   return st

@@ -13,7 +13,7 @@ from typing import Callable
 import numpy as np
 
 from mlperf_bert.errors import UserError
-from mlperf_bert.data.corpus import settings
+from mlperf_bert.data.corpus import preprocessing_settings
 from mlperf_bert.data.instances import make_instances, summary_line, warn_dropped, write_instances
 
 
@@ -33,7 +33,8 @@ def build_evalset(text_path, vocab_path, out_path, *, num_examples: int = 10000,
                   log: Callable[[str], None] | None = print) -> dict:
   """eval.txt -> the picked eval set shard (and its .sha256). Stats as build_shard's plus `candidates` (n)."""
   t0 = time.process_time()
-  st = settings(max_seq_length, max_predictions_per_seq, masked_lm_prob, short_seq_prob, random_seed, dupe_factor)
+  st = preprocessing_settings(max_seq_length, max_predictions_per_seq, masked_lm_prob, short_seq_prob, random_seed,
+                              dupe_factor)
   corpus, inst, ids = make_instances(text_path, vocab_path, st, engine=engine, progress=progress)
   rows = pick_indices(len(inst), int(num_examples))
   stats = write_instances(out_path, corpus, inst.take(rows), st, ids, eval_set=True)

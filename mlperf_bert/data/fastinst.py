@@ -16,7 +16,7 @@ import random
 import numpy as np
 from numba import njit
 
-from mlperf_bert.data.corpus import Corpus, Ids, Instances, Settings, num_to_predict
+from mlperf_bert.data.corpus import Corpus, Ids, Instances, PreprocessingSettings, num_to_predict
 
 # st (int64 array) slots: MT position, instances written, predictions written
 POS, N, P = 0, 1, 2
@@ -260,7 +260,7 @@ def mt_state(seed: int):
   return mt, st
 
 
-def numba_engine(corpus: Corpus, s: Settings, ids: Ids) -> Instances:
+def numba_engine(corpus: Corpus, s: PreprocessingSettings, ids: Ids) -> Instances:
   tokens, D = len(corpus.stream), len(corpus.doc_bounds)
   if max(D, ids.vocab_size, s.max_seq_length) >= 2**31:  # _randbelow here draws one 32-bit word per try
     raise ValueError("numba engine: more than 2**31 documents or vocab entries; use engine='python'")

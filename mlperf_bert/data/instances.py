@@ -24,7 +24,8 @@ from typing import Callable
 
 import numpy as np
 
-from mlperf_bert.data.corpus import Corpus, Ids, Instances, Settings, num_to_predict, settings, special_ids
+from mlperf_bert.data.corpus import (Corpus, Ids, Instances, PreprocessingSettings, num_to_predict,
+                                     preprocessing_settings, special_ids)
 from mlperf_bert.errors import UserError
 from mlperf_bert.fileio import file_digest
 from mlperf_bert.data.tokenizer import Tokenizer, read_source, split_lines
@@ -78,7 +79,7 @@ def tokenize_corpus(text_path, tokenizer: Tokenizer, *, progress: Callable[[int,
 
 # ---------------------------------------------------------------------------------------------- algorithm
 
-def _python_engine(corpus: Corpus, st: Settings, ids: Ids) -> Instances:
+def _python_engine(corpus: Corpus, st: PreprocessingSettings, ids: Ids) -> Instances:
   """The algorithm with `random.Random`, draw for draw as the reference."""
   rng = random.Random(st.random_seed)
   so = corpus.sent_offsets.tolist()
@@ -174,7 +175,7 @@ def _python_engine(corpus: Corpus, st: Settings, ids: Ids) -> Instances:
 PYTHON_ENGINE_MAX_WORK = 2_000_000
 
 
-def choose_engine(corpus: Corpus, settings: Settings) -> str:
+def choose_engine(corpus: Corpus, settings: PreprocessingSettings) -> str:
   """The engine `auto` runs: python for small files (no compile to pay), else numba when it is installed."""
   if len(corpus.stream) * settings.dupe_factor <= PYTHON_ENGINE_MAX_WORK: return "python"
   return available_engines()[0]
@@ -188,7 +189,7 @@ def available_engines() -> list[str]:
   return ["numba", "python"]
 
 
-def create_instances(corpus: Corpus, settings: Settings, ids: Ids, *, engine: str = "auto") -> Instances:
+def create_instances(corpus: Corpus, settings: PreprocessingSettings, ids: Ids, *, engine: str = "auto") -> Instances:
   """All instances of one file, in the reference's final order. engine: 'auto', 'numba' or 'python'."""
   settings.check()
   if len(corpus.doc_bounds) == 0:
@@ -206,8 +207,8 @@ def create_instances(corpus: Corpus, settings: Settings, ids: Ids, *, engine: st
 
 # ---------------------------------------------------------------------------------------------- text -> shard
 
-def make_instances(text_path, vocab_path, settings: Settings, *, engine: str = "auto", progress: bool = False,
-                   tokenizer: Tokenizer | None = None) -> tuple[Corpus, Instances, Ids]:
+def make_instances(text_path, vocab_path, settings: PreprocessingSettings, *, engine: str = "auto",
+                   progress: bool = False, tokenizer: Tokenizer | None = None) -> tuple[Corpus, Instances, Ids]:
   """Tokenize one text file and create its instances (reference order). progress: a tqdm bar on stderr."""
   from mlperf_bert.data.tokenizer import load_vocab
   settings.check()
@@ -241,7 +242,7 @@ def make_instances(text_path, vocab_path, settings: Settings, *, engine: str = "
   return corpus, create_instances(corpus, settings, ids, engine=engine), ids
 
 
-def write_instances(out_path, corpus: Corpus, inst: Instances, settings: Settings, ids: Ids,
+def write_instances(out_path, corpus: Corpus, inst: Instances, settings: PreprocessingSettings, ids: Ids,
                     eval_set: bool = False) -> dict:
   """Write instances as a framed span shard (atomic; `eval_set` marks the eval set) and its .sha256 sidecar;
   returns the shard stats."""
@@ -282,7 +283,8 @@ def build_shard(text_path, vocab_path, out_path, *, max_seq_length: int = 512, m
   """
   import time
   t0 = time.process_time()
-  st = settings(max_seq_length, max_predictions_per_seq, masked_lm_prob, short_seq_prob, random_seed, dupe_factor)
+  st = preprocessing_settings(max_seq_length, max_predictions_per_seq, masked_lm_prob, short_seq_prob, random_seed,
+                              dupe_factor)
   corpus, inst, ids = make_instances(text_path, vocab_path, st, engine=engine, progress=progress)
   stats = write_instances(out_path, corpus, inst, st, ids)
   stats["cpu_seconds"] = time.process_time() - t0

@@ -20,7 +20,8 @@ FLAG_EVAL = 2    # the eval set (data/evalset.py): training refuses it among its
 # (then zero padding up to the header's last 4 bytes, its crc32)
 _HEAD = struct.Struct("<8sIIIIQQQIIIII")
 _VOCAB = struct.Struct("<I")  # at offset _HEAD.size (68): the vocabulary size the token ids were drawn from
-# version 2, at offset 72: the sha256 of the source text, of the settings (corpus.Settings.sha256) and of the vocab
+# version 2, at offset 72: the sha256 of the source text, of the preprocessing settings
+# (corpus.PreprocessingSettings.sha256) and of the vocab
 _SOURCE = struct.Struct("<32s32s32s")
 
 

@@ -109,7 +109,7 @@ def pooled_accuracy(model, eval_shard, batch_size: int, devices: tuple[str, ...]
 def _evaluate(s: Settings, eval_shard, bert_config, init_weights, devices) -> tuple[float, float, Any]:
   """(correct, total, model config): the platform's model with the checkpoint loaded, over the whole eval set."""
   from tinygrad import Context
-  from mlperf_bert.train.checkpoint import load_weights
+  from mlperf_bert.train.init_weights import load_weights
   from mlperf_bert.train.trainer import model_config, new_model
 
   cfg = model_config(bert_config, s.model)

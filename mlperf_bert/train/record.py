@@ -47,9 +47,10 @@ def _file_entry(path: str | os.PathLike | None, folder: Path) -> dict[str, Any] 
   return {"path": _rel(path, folder), "bytes": os.path.getsize(path), "sha256": file_digest(path, "sha256")}
 
 
-def build_record(log_bytes: bytes, log_path: Path, *, shards: Sequence[Shard], eval_shard: Shard, init_weights,
-                 bert_config, settings: Settings, status: str, accuracies: Sequence[tuple[int, float]],
-                 final_weights: dict | None = None, last_eval: dict | None = None) -> dict:
+def build_train_record(log_bytes: bytes, log_path: Path, *, shards: Sequence[Shard], eval_shard: Shard,
+                       init_weights, bert_config, settings: Settings, status: str,
+                       accuracies: Sequence[tuple[int, float]], final_weights: dict | None = None,
+                       last_eval: dict | None = None) -> dict:
   folder = record_path(log_path).parent
   evidence = {"final_weights": final_weights, "last_eval": last_eval} if final_weights else {}
   return {"schema": SCHEMA,
@@ -67,11 +68,11 @@ def build_record(log_bytes: bytes, log_path: Path, *, shards: Sequence[Shard], e
 
 def publish_result(work_log: str | os.PathLike, log_path: str | os.PathLike, **what) -> dict:
   """Copy the finished work log to `log_path` and write its train record beside it (see the module doc);
-  `what`: build_record's keyword arguments (final_weights: the entry of the weights already written, last_eval:
-  the eval's batches, train/evidence.py). Returns the record."""
+  `what`: build_train_record's keyword arguments (final_weights: the entry of the weights already written,
+  last_eval: the eval's batches, train/evidence.py). Returns the record."""
   log_path = Path(log_path)
   data = Path(work_log).read_bytes()  # the bytes written and the bytes hashed are one and the same
-  rec = build_record(data, log_path, **what)
+  rec = build_train_record(data, log_path, **what)
   try:
     text = json.dumps(rec, indent=1, default=str) + "\n"
   except (TypeError, ValueError) as e:

@@ -3,7 +3,7 @@
 A checkpoint (`ckpt_<step>.safetensors` in the run's checkpoint folder) holds the weights, the LAMB state and the
 schedule's step (ModelTrainer.state_tensors), tinygrad's RNG counters, and as metadata the step, the loader's
 position, the seed and the fingerprint of the settings that change the run's numbers: a checkpoint of other
-settings is never resumed. (mlperf_bert/train/checkpoint.py converts MLPerf's TF checkpoint, the run's start.)
+settings is never resumed. (train/init_weights.py converts MLPerf's TF checkpoint, the initial weights.)
 """
 from __future__ import annotations
 import os, re

@@ -35,7 +35,7 @@ from mlperf_bert.data.loader import TrainLoader, open_shards
 from mlperf_bert.mlperf_log import event_keys
 from mlperf_bert.train.evidence import eval_accuracy, eval_entry, run_eval, save_final_weights, weights_path
 from mlperf_bert.train.hparams import fingerprinted
-from mlperf_bert.train.checkpoint import check_weight_shapes
+from mlperf_bert.train.init_weights import check_weight_shapes
 from mlperf_bert.train.inputs import RunInputs, check_train_inputs
 from mlperf_bert.train.mllog import ResultLog
 from mlperf_bert.train.record import publish_result, record_path

@@ -70,7 +70,7 @@ class ModelTrainer:
     if zero:
       for p in self.model.parameters(): p.assign(Tensor.zeros_like(p).contiguous()).realize()
     if init_weights is not None:
-      from mlperf_bert.train.checkpoint import load_weights
+      from mlperf_bert.train.init_weights import load_weights
       load_weights(self.model, init_weights, log=lambda msg: print(msg, flush=True))
     for p in self.model.parameters(): p.to_(devices if len(devices) > 1 else devices[0])
     self.optimizer = ScheduledLAMB(self.model.decay_parameters(), self.model.no_decay_parameters(),

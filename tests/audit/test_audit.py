@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from mlperf_bert import cli
-from mlperf_bert.audit.checks import Audit, Row, detect_kind
+from mlperf_bert.audit.path_kind import detect_kind
+from mlperf_bert.audit.rows import Audit, Row
 from mlperf_bert.audit.org import audit_submission
 from conftest import FIXTURES
 
@@ -156,6 +157,16 @@ def test_detect_kind(tmp_path, green):
   assert detect_kind(tmp_path / "base") == "basedir"
 
 
+def test_audit_help_is_the_command_modules_doc(capsys):
+  """`audit --help` prints audit/command.py's docstring, the module where the command starts (run_audit)."""
+  from mlperf_bert.audit import command
+  with pytest.raises(SystemExit) as e:
+    cli.main(["audit", "--help"])
+  out = capsys.readouterr().out
+  assert e.value.code == 0 and command.__doc__.splitlines()[0] in out and "PATH is one of" in out
+  assert command.run_audit.__module__ == "mlperf_bert.audit.command"
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # a finished workflow tree (built by hand here: real shards, sidecars, SHA256SUMS, a real log, its provenance)
 # ---------------------------------------------------------------------------------------------------------------
@@ -169,7 +180,7 @@ def build_tree(tmp_path) -> tuple[Path, Path]:
   from mlperf_bert.audit.tree import current_config
   from mlperf_bert.audit.provenance import write_provenance
   import hashlib
-  from mlperf_bert.data.corpus import settings
+  from mlperf_bert.data.corpus import preprocessing_settings
   from mlperf_bert.data.shards import Shard, write_sha256sums, write_shard, write_sidecar
   from mlperf_bert.train.record import publish_result
   base = tmp_path / "run"
@@ -186,7 +197,7 @@ def build_tree(tmp_path) -> tuple[Path, Path]:
   # the hashes the shard job records in each header: its text (results4/), settings and vocab (audit/chain.py)
   sha = lambda p: hashlib.sha256(p.read_bytes()).hexdigest()
   pre = yaml.safe_load(cfgfile.read_text())["preprocessing"]
-  record = dict(settings_sha256=settings(**pre).sha256(), vocab_sha256=sha(base / "download/vocab.txt"))
+  record = dict(settings_sha256=preprocessing_settings(**pre).sha256(), vocab_sha256=sha(base / "download/vocab.txt"))
   (base / "results4").mkdir()
   sides = []
   for t in ("part-00000-of-00002", "part-00001-of-00002", "eval.txt"):

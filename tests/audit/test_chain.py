@@ -8,7 +8,7 @@ import pytest
 from tiny_shards import TINY_PRE, topic_tree
 
 from mlperf_bert.audit.chain import check_chain
-from mlperf_bert.audit.checks import Audit
+from mlperf_bert.audit.rows import Audit
 from mlperf_bert.audit.provenance import hashes
 from mlperf_bert.data.evalset import build_evalset
 from mlperf_bert.data.instances import build_shard

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from mlperf_bert.audit.checks import Audit
+from mlperf_bert.audit.rows import Audit
 from mlperf_bert.audit.tree import check_checksums, _Hasher
 from conftest import FIXTURES
 
@@ -196,7 +196,7 @@ def test_scaling_json_is_recomputed_with_the_rcp_checker(red, factor):
 def test_a_rehearsals_log_is_not_a_submission(tmp_path):
   """A log with the `rehearsal` line (train/mllog.py writes it under rehearse=true): FAIL in a received submission,
   a SKIP of the scoring in a workflow tree, which is rebuilt as a rehearsal of its platform (no config FAIL)."""
-  from mlperf_bert.audit.checks import check_logs
+  from mlperf_bert.audit.log_checks import check_logs
   from mlperf_bert.audit.logs import read_log
   from mlperf_bert.audit.rehearsal import rehearsal_config
   plat = tmp_path / "results" / "tinybox_green-rehearsal"

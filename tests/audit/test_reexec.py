@@ -15,7 +15,7 @@ from mlperf_bert.audit.reexec import BAND, batches_agree, catch_chance, draw_ord
   reexecute_eval, reexecute_shards
 from mlperf_bert.audit.rows import Audit
 from mlperf_bert.data.instances import make_instances, write_instances
-from mlperf_bert.data.corpus import settings
+from mlperf_bert.data.corpus import preprocessing_settings
 
 DEMO = Path(__file__).resolve().parents[2] / "resources" / "demo"
 PRE = TINY_PRE
@@ -59,7 +59,7 @@ def test_rebuilt_shards_pass_and_a_shard_lying_about_its_text_fails(base, tmp_pa
   # a forged shard: well-formed, its header names part-00000's text and the settings, its body is part-00001's
   forged = tmp_path / "base"
   shutil.copytree(base, forged)
-  st = settings(**PRE)
+  st = preprocessing_settings(**PRE)
   corpus, inst, ids = make_instances(forged / "results4" / TOPICS[1], forged / "download/vocab.txt", st)
   corpus.sha256 = hashes(forged / "results4" / TOPICS[0])["sha256"]
   write_instances(forged / "shards" / f"{TOPICS[0]}.shard", corpus, inst, st, ids)
@@ -106,7 +106,7 @@ def test_a_record_without_final_weights_is_not_re_executable(tmp_path):
 
 def test_a_received_submission_is_not_re_executable(tmp_path):
   """tinycorp's published v4.1 tinybox_red (logs only): the table says re-execution was not possible, not PASS."""
-  from mlperf_bert.audit.tree import run_audit
+  from mlperf_bert.audit.command import run_audit
   org = tmp_path / "tinycorp"
   src = FIXTURES / "tinycorp-v4.1"
   shutil.copytree(src / "systems", org / "systems")

@@ -86,7 +86,7 @@ def test_profile_system_json_passes_the_system_desc_checker(platform):
   """profiles/<platform>/system.json (what rule submission_package puts into systems/<system>.json) passes
   mlperf-logging's system_desc_checker for training 5.0.0 and agrees with what the platform's logs say."""
   from importlib.metadata import version
-  from mlperf_bert.audit.checkers import system_desc_check
+  from mlperf_bert.audit.mlperf_tools import system_desc_check
   from mlperf_bert.train.hparams import load_platform, resolve
   path = REPO / "profiles" / platform / "system.json"
   ok, reasons = system_desc_check(path, "5.0.0")

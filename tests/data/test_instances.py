@@ -8,7 +8,8 @@ from conftest import DEMO
 from feature_digest import digest
 from mlperf_bert.cli import main
 from mlperf_bert.errors import UserError
-from mlperf_bert.data.instances import (Settings, available_engines, build_shard, create_instances, special_ids,
+from mlperf_bert.data.corpus import PreprocessingSettings
+from mlperf_bert.data.instances import (available_engines, build_shard, create_instances, special_ids,
                                    tokenize_corpus)
 from mlperf_bert.data.shards import Shard, read_features
 from mlperf_bert.data.tokenizer import Tokenizer, load_vocab
@@ -49,8 +50,9 @@ def test_cli_shard_and_features_are_build_shard_and_read_features(tmp_path, demo
     assert f["input_ids"].shape[0] == len(Shard(ref)) > 0 and digest(f) == digest(want)
 
 
-@pytest.mark.parametrize("settings", [Settings(128, 20, 0.15, 0.1, 7, 2), Settings(64, 10, 0.3, 0.5, 1, 1),
-                                      Settings(5, 2, 0.15, 0.9, 3, 1)])
+@pytest.mark.parametrize("settings", [PreprocessingSettings(128, 20, 0.15, 0.1, 7, 2),
+                                      PreprocessingSettings(64, 10, 0.3, 0.5, 1, 1),
+                                      PreprocessingSettings(5, 2, 0.15, 0.9, 3, 1)])
 def test_engines_agree_on_other_settings(tok, demo_text, settings):
   corpus = tokenize_corpus(demo_text / "part-00003-of-00008", tok)
   ids = special_ids(tok.vocab)
@@ -70,7 +72,7 @@ def test_auto_engine_is_python_for_small_files(tok, demo_text):
   import dataclasses
   from mlperf_bert.data.instances import PYTHON_ENGINE_MAX_WORK, choose_engine
   corpus = tokenize_corpus(demo_text / "part-00003-of-00008", tok)
-  demo = Settings(128, 20, 0.15, 0.1, 12345, 10)
+  demo = PreprocessingSettings(128, 20, 0.15, 0.1, 12345, 10)
   assert len(corpus.stream) * demo.dupe_factor <= PYTHON_ENGINE_MAX_WORK
   assert choose_engine(corpus, demo) == "python"
   big = dataclasses.replace(demo, dupe_factor=PYTHON_ENGINE_MAX_WORK // len(corpus.stream) + 1)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from mlperf_bert.audit.checkers import compliance_check
+from mlperf_bert.audit.mlperf_tools import compliance_check
 from mlperf_bert.train.mllog import ResultLog
 from mlperf_bert.train.hparams import load_platform, resolve
 from mlperf_bert.train.inputs import RunInputs

@@ -5,7 +5,7 @@ import os, re
 
 import pytest
 
-from mlperf_bert.audit.checkers import compliance_check
+from mlperf_bert.audit.mlperf_tools import compliance_check
 from mlperf_bert.errors import UserError
 from mlperf_bert.train.hparams import load_platform, resolve, rule_params
 from mlperf_bert.train.phases import train_job, write_settings

@@ -9,12 +9,12 @@ import pytest
 
 from mlperf_bert.data.shards import Shard, write_shard
 from mlperf_bert.errors import UserError
-from mlperf_bert.train.checkpoint import convert_tf_checkpoint
+from mlperf_bert.train.init_weights import convert_tf_checkpoint
 from mlperf_bert.train.hparams import resolve
 from mlperf_bert.train.model import BertConfig
 from mlperf_bert.train.preflight import MLCOMMONS, Reference, preflight
 
-from test_checkpoint import CONFIG, random_weights, save_tf_checkpoint
+from test_init_weights import CONFIG, random_weights, save_tf_checkpoint
 from test_model import hf_forward
 
 pytest.importorskip("tensorflow", reason="needs tensorflow: the `tf` extra (pip install -e '.[tf]'; scripts/test.sh installs it)")

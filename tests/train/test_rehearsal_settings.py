@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from workflow_helpers import REPO, snakemake
-from mlperf_bert.audit.checkers import compliance_check
+from mlperf_bert.audit.mlperf_tools import compliance_check
 from mlperf_bert.audit.logs import read_log
 from mlperf_bert.errors import UserError
 from mlperf_bert.mlperf_log import REHEARSAL_KEY

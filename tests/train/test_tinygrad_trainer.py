@@ -368,7 +368,7 @@ def test_both_trainers_same_seed_dropout_off(tmp_path):
 def test_provenance_names_the_trainer_and_commit(tmp_path):
   """The provenance's `trainer`: the workflow's name/commit/source with the tree the checkout rule verified; a
   checkout record of another commit is refused; the project trainer is named when nothing else is given."""
-  from mlperf_bert.audit.provenance import build_record, trainer_entry
+  from mlperf_bert.audit.provenance import build_provenance_record, trainer_entry
   rec = tmp_path / "checkout.json"
   rec.write_text(json.dumps({"commit": PINNED_COMMIT, "tree": "t" * 40, "source": "local checkout", "kind": "path"}))
   info = {"name": "tinygrad", "commit": PINNED_COMMIT, "source": "local checkout"}
@@ -378,5 +378,5 @@ def test_provenance_names_the_trainer_and_commit(tmp_path):
   log = tmp_path / "result_bert_0.log"
   log.write_text(":::MLLOG {}\n")
   kw = dict(log_path=log, inputs={}, config={}, seed=0, platform="cpu", command="x", repo_dir=REPO, basedir=tmp_path)
-  assert build_record(**kw)["trainer"] == {"name": "project"}
-  assert build_record(**kw, trainer=trainer_entry(info, [rec]))["trainer"]["commit"] == PINNED_COMMIT
+  assert build_provenance_record(**kw)["trainer"] == {"name": "project"}
+  assert build_provenance_record(**kw, trainer=trainer_entry(info, [rec]))["trainer"]["commit"] == PINNED_COMMIT

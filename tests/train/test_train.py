@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from mlperf_bert.errors import UserError
-from mlperf_bert.audit.checkers import compliance_check
+from mlperf_bert.audit.mlperf_tools import compliance_check
 from mlperf_bert.train.hparams import resolve
 from mlperf_bert.data.shards import write_shard
 from mlperf_bert.train.inputs import RunInputs

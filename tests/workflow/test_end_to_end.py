@@ -360,13 +360,13 @@ def test_forged_shard_with_rewritten_records_fails_by_rebuilding_it(run, tmp_pat
   """A well-formed shard whose header names part-00001's text and the recorded settings but whose instances are
   part-00002's, its sidecar, SHA256SUMS, both train records and the provenance records all rewritten to match: the
   chain passes; rebuilding part-00001 from its text (every topic sampled: an unbounded budget) differs: FAIL."""
-  from mlperf_bert.data.corpus import settings
+  from mlperf_bert.data.corpus import preprocessing_settings
   from mlperf_bert.data.instances import make_instances, write_instances
   c = _copy(run, tmp_path / "wd")
   a, b = "part-00001-of-00008", "part-00002-of-00008"
   shard = c.base / "shards" / f"{a}.shard"
   pre = json.loads(c.logs[0].with_name("result_bert_0.provenance.json").read_text())["config"]["preprocessing"]
-  st = settings(**pre)
+  st = preprocessing_settings(**pre)
   corpus, inst, ids = make_instances(c.base / "results4" / b, c.base / "download/vocab.txt", st)
   corpus.sha256 = hashlib.sha256((c.base / "results4" / a).read_bytes()).hexdigest()  # the header's claim
   write_instances(shard, corpus, inst, st, ids)  # and its .sha256 sidecar

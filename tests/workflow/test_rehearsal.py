@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from workflow_helpers import REPO, snakemake, write_config
-from mlperf_bert.audit.checkers import compliance_check
+from mlperf_bert.audit.mlperf_tools import compliance_check
 from mlperf_bert.audit.report import step_records
 from mlperf_bert.train.hparams import load_platform, resolve
 from mlperf_bert.train.inputs import RunInputs

@@ -1,7 +1,7 @@
 # rule convert_checkpoint: TF model.ckpt-28252 (+ bert_config.json) -> checkpoint/model.safetensors.
 import json
 from jobglue import job_log
-from mlperf_bert.train.checkpoint import convert_tf_checkpoint
+from mlperf_bert.train.init_weights import convert_tf_checkpoint
 
 with job_log(snakemake.log[0]):
     prefix = str(snakemake.input.index)[: -len(".index")]

@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from mlperf_bert.train.checkpoint import convert_tf_checkpoint, is_optimizer_variable, load_weights
+from mlperf_bert.train.init_weights import convert_tf_checkpoint, is_optimizer_variable, load_weights
 from mlperf_bert.cli import main as cli_main
 from mlperf_bert.errors import UserError
 from mlperf_bert.train.model import BertConfig, BertForPretraining, parameter_shapes
@@ -136,16 +136,16 @@ def test_config_checkpoint_mismatch_and_missing_files(tiny_ckpt, tmp_path):
 
 def test_interrupted_write_leaves_nothing(tiny_ckpt, tmp_path, monkeypatch):
   # a failure while streaming (here: the disk "fills" on the third tensor) removes the partial file
-  import mlperf_bert.train.checkpoint as ck
+  import mlperf_bert.train.init_weights as iw
   cfg, cfg_path, prefix, _, _ = tiny_ckpt
-  real = ck._write_safetensors_streaming
+  real = iw._write_safetensors_streaming
   def failing(path, shapes, get, metadata):
     calls = iter(range(10**6))
     def get2(n):
       if next(calls) == 2: raise OSError(28, "No space left on device")
       return get(n)
     real(path, shapes, get2, metadata)
-  monkeypatch.setattr(ck, "_write_safetensors_streaming", failing)
+  monkeypatch.setattr(iw, "_write_safetensors_streaming", failing)
   from mlperf_bert.errors import UserError
   with pytest.raises(UserError, match="model.safetensors.*(No space|disk)"):  # one line naming the path
     convert_tf_checkpoint(prefix, cfg_path, tmp_path / "model.safetensors", log=lambda s: None)

@@ -1,16 +1,9 @@
-"""`python -m mlperf_bert audit PATH`: check MLPerf BERT results with mlperf-logging's own tools.
+"""The checks of MLPerf BERT result logs, each returning its rows.
 
-PATH is one of (detected in this order):
-  * a submission org directory: `<org>/` holding `results/<system>/bert/result_<i>.txt` and `systems/<system>.json`;
-  * a directory of org directories (an MLCommons results repository, or `{basedir}/submission/`);
-  * a workflow basedir (has `results/<platform>/result_bert_<seed>.log`, `shards/` or `download/`): Snakemake's
-    dry run, every artifact re-hashed against the provenance records and the shard checksum list, and the log
-    checks on every result log (see `audit_basedir`).
-
-Every check is one row: PASS, FAIL, WARN (worth a look, not disqualifying), DROP (a run olympic scoring drops) or
-SKIP (not applicable, with the reason). The exit status is 1 when any row FAILs, 0 otherwise, 2 for bad usage.
-Nothing is written into the audited tree: the result summarizer and package checker run on a temporary copy.
-See docs/audit.md.
+Every log on its own (parse, benchmark, times, mlperf-logging's compliance checker, init time, seed, ...), then one
+system's logs together (count, unique seeds, identical runs, converged runs, mlperf-logging's RCP checker):
+`check_logs` runs them all and returns the olympic score; `check_ruleset` is the row of the ruleset they are checked
+under. The audits of a submission (org.py) and of a workflow tree (tree.py) call them on their logs.
 """
 from __future__ import annotations
 import json, re
@@ -19,7 +12,7 @@ from pathlib import Path
 
 from mlperf_bert.errors import UserError
 from mlperf_bert.constants import EVAL_SAMPLES, RULESET
-from mlperf_bert.audit.checkers import bert_in_ruleset, compliance_check, rcp_check, supported_rulesets
+from mlperf_bert.audit.mlperf_tools import bert_in_ruleset, compliance_check, rcp_check, supported_rulesets
 from mlperf_bert.audit.forged import TIME_CHECKS, check_copies, check_times
 from mlperf_bert.audit.rehearsal import check_rehearsal
 from mlperf_bert.audit.logs import MLPerfLog, olympic_score
@@ -284,27 +277,6 @@ def _run_verdicts(audit: Audit, logs: list[MLPerfLog], names: dict, minutes: dic
     elif n == slowest: v = "dropped: slowest (olympic)"
     else: v = "scored"
     audit.runs.append(RunVerdict(system, n, log.seed, log.run_minutes, log.final_eval_accuracy, v[:300]))
-
-
-def is_org_dir(p: Path) -> bool:
-  return (p / "results").is_dir() and (p / "systems").is_dir()
-
-
-def is_basedir(p: Path) -> bool:
-  if any(p.glob("results/*/result_bert_*.log")): return True
-  return (p / "shards").is_dir() or (p / "download").is_dir() or (p / "eval").is_dir()
-
-
-def detect_kind(path: Path) -> str:
-  """'org' (a submission org directory), 'orgs' (a directory of them) or 'basedir' (a workflow tree)."""
-  if not path.is_dir():
-    raise UserError(f"{path}: not a directory; pass a submission org directory (<org>/ with results/ and systems/), "
-                    "a directory of them, or a workflow basedir")
-  if is_org_dir(path): return "org"
-  if is_basedir(path): return "basedir"
-  if any(is_org_dir(c) for c in path.iterdir() if c.is_dir()): return "orgs"
-  raise UserError(f"{path}: neither a submission org directory (results/ and systems/), a directory of them, nor a "
-                  "workflow basedir (results/<platform>/result_bert_<seed>.log, shards/, download/)")
 
 
 def check_ruleset(audit: Audit, ruleset: str) -> None:

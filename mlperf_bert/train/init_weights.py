@@ -1,4 +1,5 @@
-"""The initial checkpoint: MLPerf's TensorFlow `model.ckpt-28252` -> safetensors, and loading it into the model.
+"""The initial weights: MLPerf's TensorFlow checkpoint `model.ckpt-28252` -> safetensors, and loading them into the
+model.
 
 The safetensors file keeps Google's variable names and layouts (dense kernels are (in, out), as the model
 in mlperf_bert.train.model uses them), float32. Optimizer state in the checkpoint (adam_m/adam_v slots,
@@ -28,7 +29,7 @@ def is_optimizer_variable(name: str) -> bool:
   return bool(_SLOT_SUFFIX.search(name) or _OPT_NAMES.match(name))
 
 
-def _checkpoint_files(prefix: Path) -> list[Path]:
+def _tf_checkpoint_files(prefix: Path) -> list[Path]:
   return [Path(f"{prefix}.index"), Path(f"{prefix}.data-00000-of-00001")]
 
 
@@ -45,7 +46,7 @@ def convert_tf_checkpoint(ckpt_prefix: str | os.PathLike, bert_config_path: str 
   t0 = time.monotonic()
   prefix = Path(ckpt_prefix)
   config = BertConfig.from_json(bert_config_path)
-  for f in _checkpoint_files(prefix):
+  for f in _tf_checkpoint_files(prefix):
     if not f.is_file():
       raise UserError(f"{prefix}: checkpoint file {f} is missing; download all of model.ckpt-28252.* "
                       f"(pass the prefix without the .index/.data suffix)")
