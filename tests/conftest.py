@@ -18,12 +18,12 @@ DEMO = ROOT / "resources" / "demo"
 # one of two workers (--dist loadfile --no-loadscope-reorder) in collection order: starting with these keeps both
 # workers busy to the end instead of leaving one on a long end-to-end file while the other idles.
 LONGEST_FIRST = [
-  "workflow/test_rehearsal.py",       # four rehearsal trainings, two processes each
   "workflow/test_end_to_end.py",      # the demo, its audits, the submission, two whitewashing reruns
+  "workflow/test_rehearsal.py",       # green's rehearsal through the whole DAG (--all: three more trainings)
   "train/test_train.py",              # the train rule killed and resumed, and some 20 short training runs
-  "train/test_dress.py",              # BERT-large's step at 1 and 2 layers compiled by nvrtc, a refused BS, NULL vs CPU
   "workflow/test_slurm.py",           # a SLURM cluster brought up (apt-installed on a fresh machine), three runs
   "train/test_parity.py",
+  "train/test_dress.py",              # BERT-large's step at 1 and 2 layers compiled by nvrtc, a refused BS, NULL vs CPU
   "workflow/test_workflow_data.py",
   "train/test_preflight.py",
 ]

@@ -6,6 +6,8 @@ the ones result_summarizer prints for them."""
 import json, math, re, shutil
 from pathlib import Path
 
+import pytest
+
 from mlperf_bert import cli
 from mlperf_bert.audit.org import audit_submission
 from conftest import FIXTURES
@@ -23,6 +25,7 @@ def rows(audit, check, status=None, subject=""):
   return [r for r in audit.rows if r.check == check and (status is None or r.status == status) and subject in r.subject]
 
 
+@pytest.mark.slow  # compiles a model's kernels or runs a real tool: tens of seconds on 2 cores
 def test_scaling_factor_applied_and_equal_to_result_summarizer(tmp_path):
   org = copy_org(tmp_path, "v5.0", "Dell")
   system = "1xXE9712x4GB200"
@@ -39,6 +42,7 @@ def test_scaling_factor_applied_and_equal_to_result_summarizer(tmp_path):
   assert rows(audit, "scaling", "PASS") and rows(audit, "package_checker", "PASS")
 
 
+@pytest.mark.slow  # compiles a model's kernels or runs a real tool: tens of seconds on 2 cores
 def test_timestamped_log_names_are_logs(tmp_path):
   org = copy_org(tmp_path, "v4.1", "Lambda")
   system = "lambda_1cc_n2_H100-SXM-80GB_ngc24.04_nemo"

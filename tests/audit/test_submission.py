@@ -13,6 +13,7 @@ from conftest import FIXTURES
 DATA = FIXTURES / "tinycorp-v4.1"
 
 
+@pytest.mark.slow  # compiles a model's kernels or runs a real tool: tens of seconds on 2 cores
 def test_tinycorp_green_package_passes_the_package_checker(tmp_path):
   logs = sorted((DATA / "results/tinybox_green/bert").glob("result_*.txt"))
   overrides = json.loads((DATA / "systems/tinybox_green.json").read_text())
@@ -52,6 +53,7 @@ def demo_logs(tmp_path, n=2) -> list[Path]:
   return out
 
 
+@pytest.mark.slow  # compiles a model's kernels or runs a real tool: tens of seconds on 2 cores
 def test_open_division_demo_package(tmp_path, capsys):
   logs = demo_logs(tmp_path)
   args = ["submission", *map(str, logs), "--out", str(tmp_path / "submission"), "--command", "snakemake --cores 2"]

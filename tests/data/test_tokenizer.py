@@ -85,6 +85,7 @@ def test_invalid_utf8_is_dropped_and_counted(tmp_path, toks):
   assert split_lines("a\nb\r\n\nc") == ["a", "b\r", "", "c"] and split_lines("a\n") == ["a"]
 
 
+@pytest.mark.slow  # compiles a model's kernels or runs a real tool: tens of seconds on 2 cores
 def test_whole_demo_corpus_matches_reference(toks, demo_text):
   fast, slow = toks
   for path in sorted(demo_text.iterdir()):

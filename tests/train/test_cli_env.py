@@ -19,6 +19,7 @@ def test_export_sets_the_platform_values_and_notes_replaced_ones():
   assert notes == ["note: BEAM=3 in the environment; the platform sets BEAM=0"]
 
 
+@pytest.mark.full  # the rehearsal's two processes run this command with a platform file
 @pytest.mark.slow  # a training run in a subprocess: minutes on 2 cores
 def test_cli_train_applies_the_platform_file_before_importing_tinygrad(data, tmp_path):  # noqa: F811
   # DEBUG=1 in the platform file: tinygrad (which reads it at import) then says which devices it opened. The

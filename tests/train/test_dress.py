@@ -75,6 +75,7 @@ def test_green_per_layer_memory_and_flops_match_the_analytic_count(green):
   assert r["roofline_ms"] > 0 and r["published"]["step_ms"] == 380.6
 
 
+@pytest.mark.full  # two more dresses beside the green fixture's
 @pytest.mark.slow
 def test_a_batch_that_cannot_fit_is_refused_with_the_largest_that_does(tmp_path):
   """tinybox_green's settings on one RTX 4090 with a 1-layer model of the demo's width (the scheduling, not the size,
@@ -94,6 +95,7 @@ def test_a_batch_that_cannot_fit_is_refused_with_the_largest_that_does(tmp_path)
   assert at(best) <= CARDS["CUDA:sm_89"].usable < at(best + 1)
 
 
+@pytest.mark.full  # two more dresses beside the green fixture's
 @pytest.mark.slow
 def test_the_demo_step_on_null_counts_what_it_counts_on_the_cpu(tmp_path):
   """The cpu profile's 1-layer model at seq 512 on NULL (sm_89) and on the CPU: the same schedule, so the same

@@ -21,6 +21,7 @@ CASES = {"fp32-1dev": dict(devices=None),
          "half-2dev": dict(devices=("CPU", "CPU:1"), GPUS=2, DEFAULT_FLOAT="HALF", SUM_DTYPE="HALF", LOSS_SCALER=2.0 ** 11)}
 
 
+@pytest.mark.full  # test_parity.py checks FREE_INTERMEDIATE 0 and 1 against tinygrad's numbers; the rehearsal runs it on 6 devices
 @pytest.mark.parametrize("case", CASES)
 def test_losses_after_two_evals_equal_with_and_without_free_intermediate(data, tmp_path, case):  # noqa: F811
   kw = dict(CASES[case], TRAIN_STEPS=9, EVAL_STEP_FREQ=3, INIT_BENCHMARK_STEPS=0, EVAL_SAMPLES=16, CKPT=False)

@@ -67,6 +67,7 @@ def test_tf_checkpoint_names_are_google_names(tiny_ckpt):
   assert "cls/predictions/output_bias/adam_m" in names
 
 
+@pytest.mark.slow  # compiles a model's kernels or runs a real tool: tens of seconds on 2 cores
 def test_convert_then_load_matches_huggingface(tiny_ckpt, tmp_path):
   cfg, cfg_path, prefix, weights, n_opt = tiny_ckpt
   out = tmp_path / "checkpoint" / "model.safetensors"

@@ -43,6 +43,7 @@ def closed_log(data, tmp_path_factory):
   return res.log_path
 
 
+@pytest.mark.slow  # compiles a model's kernels or runs a real tool: tens of seconds on 2 cores
 def test_closed_log_fails_only_the_accuracy_target(closed_log, tmp_path):
   ok, out = compliance_check(closed_log)
   assert not ok
@@ -56,6 +57,7 @@ def test_closed_log_fails_only_the_accuracy_target(closed_log, tmp_path):
   assert ok, out
 
 
+@pytest.mark.slow  # compiles a model's kernels or runs a real tool: tens of seconds on 2 cores
 def test_open_division_log_passes(closed_log, tmp_path):
   text = closed_log.read_text().replace('"key": "submission_division", "value": "closed"',
                                         '"key": "submission_division", "value": "open"')
@@ -65,6 +67,7 @@ def test_open_division_log_passes(closed_log, tmp_path):
   assert '"status": "aborted"' in text and text.count('"key": "eval_accuracy"') == 2
 
 
+@pytest.mark.slow  # compiles a model's kernels or runs a real tool: tens of seconds on 2 cores
 def test_log_content_and_key_set(closed_log):
   text = closed_log.read_text()
   ours, theirs = _keys(text), _keys(TINYCORP.read_text())

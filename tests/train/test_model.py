@@ -139,6 +139,7 @@ def layout(tiny, request):
   model.decoder_block, model.last_layer_rows = 0, False
 
 
+@pytest.mark.slow  # compiles a model's kernels or runs a real tool: tens of seconds on 2 cores
 def test_forward_matches_huggingface(tiny, layout):
   cfg, model, weights = tiny
   batch = random_batch(cfg)
@@ -157,6 +158,7 @@ def _log_softmax(x):
   return x - m - np.log(np.exp(x - m).sum(-1, keepdims=True))
 
 
+@pytest.mark.slow  # compiles a model's kernels or runs a real tool: tens of seconds on 2 cores
 def test_loss_and_accuracy_match_numpy(tiny):
   cfg, model, _ = tiny
   batch = random_batch(cfg, seed=3)
@@ -202,6 +204,7 @@ def test_no_decay_split_and_names(tiny):
   assert model.num_parameters() == sum(int(np.prod(s)) for s in parameter_shapes(cfg).values())
 
 
+@pytest.mark.slow  # compiles a model's kernels or runs a real tool: tens of seconds on 2 cores
 def test_dropout_only_under_training():
   cfg = BertConfig(**TINY)
   model = BertForPretraining(cfg, seed=0)
@@ -234,6 +237,7 @@ def test_mlperf_initialization_truncated_normal_and_seeded():
   assert np.abs(big).max() > 1.9 * 0.02
 
 
+@pytest.mark.slow  # compiles a model's kernels or runs a real tool: tens of seconds on 2 cores
 def test_half_compute_close_to_float32(tiny):
   cfg, model, weights = tiny
   half = BertForPretraining(cfg, seed=0, dtype=dtypes.half)
@@ -278,6 +282,7 @@ def test_config_from_json(tmp_path):
     BertConfig.from_json(tmp_path / "bad.json")
 
 
+@pytest.mark.slow  # compiles a model's kernels or runs a real tool: tens of seconds on 2 cores
 def test_blocked_decoder_is_the_plain_decoder(tiny):
   """blocked_decoder gives h @ table.T to float32 rounding: logits and both gradients (h's summed per block)."""
   from mlperf_bert.train.model import blocked_decoder
@@ -297,6 +302,7 @@ def test_blocked_decoder_is_the_plain_decoder(tiny):
     BertForPretraining(BertConfig(**TINY), decoder_block=-1)
 
 
+@pytest.mark.slow  # compiles a model's kernels or runs a real tool: tens of seconds on 2 cores
 @pytest.mark.parametrize("train", [False, True], ids=["eval", "training-with-dropout"])
 def test_last_layer_rows_same_outputs_and_dropout_masks(train):
   """LAST_LAYER_ROWS: the heads' outputs and every gradient equal the full computation's, with dropout on too

@@ -111,6 +111,7 @@ def trained(parity, request):
   return hp, steps, rows
 
 
+@pytest.mark.slow  # five training steps of the parity model, twice (two layouts)
 def test_losses_lr_and_grad_norm_match_tinygrad(parity, trained):
   _, exp, _, _, _ = parity
   _, _, rows = trained
@@ -134,6 +135,7 @@ def test_losses_lr_and_grad_norm_match_tinygrad(parity, trained):
                              [r["lr_returned"] for r in exp["steps"]], rtol=1e-6)
 
 
+@pytest.mark.slow  # five training steps of the parity model, twice (two layouts)
 def test_weights_after_five_steps_match_tinygrad(parity, trained):
   _, _, init, _, w = parity
   _, steps, _ = trained
@@ -167,6 +169,7 @@ def _eval_numbers(steps, batches, n):
   return accs, correct / total
 
 
+@pytest.mark.slow  # five training steps of the parity model, twice (two layouts)
 def test_eval_metric_matches_tinygrad(parity, trained):
   tool, exp, _, batches, _ = parity
   hp, steps, _ = trained
@@ -180,6 +183,7 @@ def test_eval_metric_matches_tinygrad(parity, trained):
   assert abs(pooled - exp["eval_mean_masked_lm_accuracy"]) > 1e-4
 
 
+@pytest.mark.slow  # five training steps of the parity model, twice (two layouts)
 def test_run_evaluate_uses_the_setting(parity, trained, tmp_path):
   """TrainRun._evaluate: EVAL_METRIC tinygrad gives the fixture's number, pooled gives correct/total."""
   from mlperf_bert.data.shards import write_shard

@@ -44,6 +44,7 @@ def phase_segments(job_log: str, procs) -> dict[str, str]:
   return {p.phase: job_log[a:b] for p, a, b in zip(procs, marks, marks[1:] + [len(job_log)])}
 
 
+@pytest.mark.full  # test_train.py's Snakemake train rule, killed and rerun, resumes across the same two processes
 def test_two_processes_then_a_rerun_resumes(data, tmp_path, quick_children):
   # INIT_PROCESS separate (the default): an INIT process, then a RUN process "killed" after step 5 (checkpoint: 4)
   first = job(data, tmp_path, stop_after=5)

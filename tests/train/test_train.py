@@ -96,6 +96,7 @@ def test_run_stop_resume_equals_uninterrupted(data, tmp_path):
   assert ok, out
 
 
+@pytest.mark.slow  # compiles a model's kernels or runs a real tool: tens of seconds on 2 cores
 def test_no_checkpoint_in_the_run_unless_ckpt(data, tmp_path):
   # tinygrad's default: nothing is saved inside the timed run, so a stopped run has nothing to resume from
   first = make_run(data, tmp_path, CKPT=False).run(stop_after=7)
@@ -113,6 +114,7 @@ def test_other_settings_do_not_resume(data, tmp_path):
   assert res.steps == 2
 
 
+@pytest.mark.full  # test_parity.py checks two CPU devices against tinygrad's two-device numbers
 @pytest.mark.slow  # a training run of minutes (two, for the comparisons)
 def test_data_parallel_two_cpu_devices_matches_single(data, tmp_path):
   kw = dict(TRAIN_STEPS=3, EVAL_STEP_FREQ=3, INIT_BENCHMARK_STEPS=0, EVAL_SAMPLES=16, DISABLE_DROPOUT=True)
@@ -123,6 +125,7 @@ def test_data_parallel_two_cpu_devices_matches_single(data, tmp_path):
   np.testing.assert_allclose([a for _, a in two.accuracies], [a for _, a in one.accuracies], atol=1e-6)
 
 
+@pytest.mark.slow  # compiles a model's kernels or runs a real tool: tens of seconds on 2 cores
 def test_nan_loss_aborts_with_kept_log(data, tmp_path):
   run = make_run(data, tmp_path, OPT_BASE_LEARNING_RATE=1e30, NUM_WARMUP_STEPS=1, INIT_BENCHMARK_STEPS=0)
   with pytest.raises(TrainingDiverged, match="loss became"):
@@ -132,6 +135,7 @@ def test_nan_loss_aborts_with_kept_log(data, tmp_path):
   assert not (tmp_path / "results" / "result_bert_3.log").exists()
 
 
+@pytest.mark.slow  # compiles a model's kernels or runs a real tool: tens of seconds on 2 cores
 def test_run_and_benchmark_time_and_print_steps_alike(data, tmp_path, capsys):
   # one helper (TrainRun._timed_step) times and prints each step of the RUN loop and of benchmark()
   run = make_run(data, tmp_path, TRAIN_STEPS=3, EVAL_STEP_FREQ=3, EVAL_SAMPLES=16, CKPT=False)
@@ -267,6 +271,7 @@ def test_initial_weights_are_loaded(data, tmp_path):
     np.testing.assert_array_equal(t.numpy(), weights[k])
 
 
+@pytest.mark.slow  # compiles a model's kernels or runs a real tool: tens of seconds on 2 cores
 def test_train_record_holds_the_bytes_the_run_read_and_wrote(data, tmp_path):
   """The record beside the result log: the sha256 of each shard as the run mapped it (a shard replaced on disk after
   the run opened it is recorded as what was read, so the audit sees the change), of the eval set and of the log."""

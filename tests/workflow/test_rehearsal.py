@@ -106,11 +106,13 @@ def _rehearse_with_train_job(wd: Path, profile: str, tmp: Path, **over) -> list[
   return losses(log.read_text())
 
 
+@pytest.mark.full  # a second rehearsal: green's (the fixture) runs the rehearsal path once
 @pytest.mark.parametrize("profile", ["tinybox_8xMI300X", "dev_1gpu"])
 def test_other_profiles_rehearse(green, tmp_path, profile):
   check_trains(_rehearse_with_train_job(green[0], profile, tmp_path))
 
 
+@pytest.mark.full  # a second rehearsal: green's (the fixture) runs the rehearsal path once
 def test_half_and_fp32_rehearsals_agree(green, tmp_path):
   half = losses((green[0] / "base/logs/train/tinybox_green-rehearsal/seed_0.log").read_text())
   fp32 = _rehearse_with_train_job(green[0], "tinybox_green", tmp_path, DEFAULT_FLOAT="FLOAT32", SUM_DTYPE=None)
