@@ -5,21 +5,22 @@ rule provenance:
         log=B(RESULT_LOG),
         train_record=B(TRAIN_RECORD),
         # the final weights the train rule writes (tinygrad's own trainer writes none)
-        final_weights=[B(FINAL_WEIGHTS)] if TRAINER != "tinygrad" else [],
+        final_weights=[B(FINAL_WEIGHTS)] if PLAN.trainer != "tinygrad" else [],
         downloads=provenance_downloads,
         shards=lambda w: [ancient(p) for p in all_shards(w)],
         shard_sums=ancient(B("shards/SHA256SUMS")),
         eval=ancient(B("eval/eval.shard")),
         checkpoint=initial_checkpoint,
         # trainer tinygrad: the verified checkout's record (commit, git tree)
-        trainer_record=[B("tinygrad/checkout.json")] if TRAINER == "tinygrad" else [],
+        trainer_record=[B("tinygrad/checkout.json")] if PLAN.trainer == "tinygrad" else [],
     output:
         B(PROVENANCE),
     params:
         # the config without basedir (the record names files by their place in it): a moved tree, the same params
-        # (tinygrad_source too: a local checkout's path is not recorded; `trainer` names the commit and source kind)
-        config=lambda w: {k: v for k, v in config.items() if k not in ("basedir", "tinygrad_source")},
-        trainer=TRAINER_INFO,
+        # (tinygrad_source too: a local checkout's path is not recorded; `trainer` names the commit and source kind);
+        # its `train` the overrides the trainer runs (mlperf_bert/plan.py)
+        config=PLAN.provenance_config,
+        trainer=PLAN.trainer_info,
         basedir=lambda w, output: str(target_basedir(output[0], PROVENANCE)),  # derived: not compared
     log:
         B("logs/provenance/{platform}/{seed}.log"),
@@ -35,20 +36,20 @@ rule submission:
     """`snakemake submission`: the MLPerf package of the configured platform's seeds, checked and scored."""
     input:
         # the submitter named in the logs: SUBMISSION_ORG of the platform, unless the `train` config overrides it
-        B(f"submission/{RESOLVED.submission.org}.{RUN_NAME}.score.json"),
+        B(f"submission/{PLAN.resolved.submission.org}.{PLAN.run_name}.score.json"),
 
 
 rule submission_package:
     """The package of the platform's seeds; its system (results/<system>/, systems/<system>.json) is the logs'
     submission_platform, the score file is named after the workflow's platform."""
     input:
-        logs=lambda w: expand(B(RESULT_LOG), platform=w.platform, seed=SEEDS),
-        provenance=lambda w: expand(B(PROVENANCE), platform=w.platform, seed=SEEDS),
+        logs=lambda w: expand(B(RESULT_LOG), platform=w.platform, seed=PLAN.seeds),
+        provenance=lambda w: expand(B(PROVENANCE), platform=w.platform, seed=PLAN.seeds),
     output:
         score=B("submission/{org}.{platform}.score.json"),
     params:
         out=lambda w, output: str(Path(output.score).parent),
-        system_json=lambda w: f"profiles/{PLATFORM}/system.json",  # in the repository
+        system_json=lambda w: f"profiles/{PLAN.platform}/system.json",  # in the repository
         ruleset=RULESET,
     log:
         B("logs/submission/{org}.{platform}.log"),
@@ -77,7 +78,7 @@ rule report_run:
         step_log=lambda w, input: str(target_basedir(input.log, RESULT_LOG)
                                       / TRAIN_LOG.format(platform=w.platform, seed=w.seed)),
         target=lambda w: train_hparams(w.seed)["TARGET"],
-        note="rehearsal on the CPU, not a result" if REHEARSE else "",
+        note="rehearsal on the CPU, not a result" if PLAN.rehearse else "",
     log:
         B("logs/report_run/{platform}/{seed}.log"),
     conda:

@@ -15,13 +15,13 @@ from snakemake.utils import min_version
 from mlperf_bert.config import CONFIG_SCHEMA, check_basedir, typed_config, validate_config
 from mlperf_bert.constants import RULESET
 from mlperf_bert.data import r2 as _r2
+from mlperf_bert.data.download import MANIFEST
 from mlperf_bert.data.shard_header import VERSION as SHARD_FORMAT
 from mlperf_bert.data.extract import topics as manifest_topics
 from mlperf_bert.errors import UserError
+from mlperf_bert.plan import make_plan
 from mlperf_bert.snakejob import lock_basedir, record_command
-from mlperf_bert.train.hparams import load_platform, resolve, rule_params, train_gpus, train_resources
-from mlperf_bert.train.rehearsal import RESOURCES as REHEARSAL_RESOURCES, rehearsal_notes, rehearsal_settings
-from mlperf_bert.train.rehearsal import check_overrides as check_rehearsal_overrides
+from mlperf_bert.train.hparams import rule_params, train_gpus
 
 min_version("9.0")
 
@@ -31,14 +31,18 @@ try:
     config.update(typed_config(config))  # --config values arrive as text
     validate_config(config, CONFIG_SCHEMA)
     check_basedir(config["basedir"], repo=REPO, workdir=Path.cwd())
+    # The one plan of this run (mlperf_bert/plan.py), made once: the platform, its resolved settings and seeds, the
+    # `train` overrides as the trainer runs them, the trainer and its source, the R2 datasets and downloads. Every
+    # rules file reads PLAN; none writes into `config` or rebinds a name of another rules file.
+    PLAN = make_plan(config, REPO)
 except UserError as e:
     raise WorkflowError(str(e))
+# printed once, here: what a rehearsal changes, and tinygrad's widened eval
+for _note in PLAN.rehearsal_notes + ([PLAN.tinygrad_eval_note] if PLAN.tinygrad_eval_note else []):
+    print(_note, file=sys.stderr)
 
-BASEDIR = config["basedir"]
-PRE = config["preprocessing"]
-MANIFEST = "bert_reference_results_text_md5.txt"
-# sources.results4: a dataset holding the text already extracted (R2); else results_text.tar.gz + its manifest
-TEXT_FROM_R2 = "results4" in config["sources"]
+BASEDIR = PLAN.basedir
+PRE = PLAN.preprocessing
 
 
 # The command line of this Snakemake run, for the provenance records and the submission README: written once into
@@ -91,11 +95,11 @@ def repo_path(p):
 # ---- data (rules/download.smk, prepare.smk, shards.smk) ----
 def all_topics(wildcards=None):
     """Training topics, read from the md5 manifest once results_text.tar.gz is extracted (or from the R2 list)."""
-    if TEXT_FROM_R2:
+    if PLAN.text_from_r2:
         from mlperf_bert.data.r2 import read_listing, text_entries
 
-        listing = checkpoints.r2_listing.get(dataset=TEXT_DATASET).output.listing
-        return sorted(n for n in text_entries(read_listing(listing), TEXT_DATASET) if n != "eval.txt")
+        listing = checkpoints.r2_listing.get(dataset=PLAN.text_dataset).output.listing
+        return sorted(n for n in text_entries(read_listing(listing), PLAN.text_dataset) if n != "eval.txt")
     checkpoints.extract.get()
     path = B("download", MANIFEST)
     return list(_manifest_topics(path, os.stat(path).st_mtime_ns))
@@ -112,8 +116,8 @@ def extracted(name):
     """Input function for a file of results4/: known once the extract checkpoint (or the R2 listing) has run."""
 
     def fn(wildcards):
-        if TEXT_FROM_R2:
-            checkpoints.r2_listing.get(dataset=TEXT_DATASET)
+        if PLAN.text_from_r2:
+            checkpoints.r2_listing.get(dataset=PLAN.text_dataset)
         else:
             checkpoints.extract.get()
         return B("results4", name.format(**wildcards))
@@ -134,31 +138,10 @@ wildcard_constraints:
 
 
 # ---- training (rules/checkpoint.smk, train.smk) ----
-PLATFORM = config.get("platform", "cpu")
-PLATFORM_FILE = REPO / "profiles" / PLATFORM / "platform.yaml"
 # rehearse=true: the platform's submission path on this machine's CPU (mlperf_bert/train/rehearsal.py), its outputs
-# under results/<platform>-rehearsal/ (never in place of a real run's)
-REHEARSE = bool(config.get("rehearse", False))
-RUN_NAME = f"{PLATFORM}-rehearsal" if REHEARSE else PLATFORM
+# under results/<platform>-rehearsal/ (PLAN.run_name; never in place of a real run's). The seeds trained,
+# provenanced, reported and packaged: config key `seeds` (PLAN.seeds; the one default: seed 0 alone).
 TINYGRAD_VERSION = importlib.metadata.version("tinygrad")
-# the seeds trained, provenanced, reported and packaged: config key `seeds` (the one default: seed 0 alone)
-SEEDS = [int(s) for s in config.get("seeds", [0])]
-try:
-    PLATFORM_SETTINGS = load_platform(PLATFORM_FILE)
-    REHEARSAL_NOTES = []
-    check_rehearsal_overrides(config.get("train"), REHEARSE)  # a rehearsal is never closed
-    if REHEARSE:
-        _profile = PLATFORM_SETTINGS
-        PLATFORM_SETTINGS, REHEARSAL_NOTES = rehearsal_settings(PLATFORM_SETTINGS)
-    TRAIN_RESOURCES = {**train_resources(PLATFORM_FILE), **(REHEARSAL_RESOURCES if REHEARSE else {})}
-    # resolved once here, so that a bad platform file or `train:` override stops the workflow before any job runs
-    RESOLVED = resolve(PLATFORM_SETTINGS, config.get("train") or {}, seed=0, eval_examples=config["eval_examples"])
-    if REHEARSE:  # the settings the run really has, the `train:` overrides applied
-        REHEARSAL_NOTES = rehearsal_notes(_profile, RESOLVED) + REHEARSAL_NOTES
-        for _note in REHEARSAL_NOTES:
-            print(_note, file=sys.stderr)
-except UserError as e:
-    raise WorkflowError(f"platform {PLATFORM!r}: {e}")
 
 
 def train_hparams(seed):
@@ -169,14 +152,13 @@ def train_hparams(seed):
 @functools.lru_cache(maxsize=None)
 def _train_hparams(seed):
     # resolved once per seed: Snakemake evaluates a job's params several times while planning (train, report_run)
-    hp = resolve(PLATFORM_SETTINGS, config.get("train") or {}, seed=seed, eval_examples=config["eval_examples"])
-    return rule_params(hp)
+    return rule_params(PLAN.settings(seed))
 
 
 def use_initial_checkpoint():
     """Train from the converted MLPerf checkpoint when the config downloads it (never in a rehearsal: its model is
     the demo's size); else from a seeded random init."""
-    return "model.ckpt-28252.index" in config["sources"] and not REHEARSE
+    return "model.ckpt-28252.index" in config["sources"] and not PLAN.rehearse
 
 
 def initial_checkpoint(wildcards=None):
@@ -189,58 +171,38 @@ def preflight_enabled():
     (with the `train` overrides) and MLPerf's checkpoint is used; true always; false never."""
     mode = config.get("preflight", "auto")
     if mode == "auto":
-        return RESOLVED.submission.division == "closed" and use_initial_checkpoint()
+        return PLAN.resolved.submission.division == "closed" and use_initial_checkpoint()
     return bool(mode)
 
 
 def preflight_result(wildcards=None):
     """The pre-flight check's JSON, an input of train when the check runs (a failed check stops the run)."""
-    return [B(f"preflight/{RUN_NAME}.json")] if preflight_enabled() else []
+    return [B(f"preflight/{PLAN.run_name}.json")] if preflight_enabled() else []
 
 
 def train_results(wildcards=None):
     """The result logs of the configured platform and seeds (targets of `rule all`)."""
-    return expand(B(RESULT_LOG), platform=RUN_NAME, seed=SEEDS)
+    return expand(B(RESULT_LOG), platform=PLAN.run_name, seed=PLAN.seeds)
 
 
 # ---- provenance, submission, report (rules/audit.smk) ----
 def provenance_downloads(wildcards=None):
     """Every configured download: the manifest, vocab, bert_config, the text tarball, TF checkpoint files."""
-    return [B("download", f) for f in FILE_SOURCES] + ([B("download", MANIFEST)] if TEXT_FROM_R2 else [])
+    return [B("download", f) for f in PLAN.file_sources] + ([B("download", MANIFEST)] if PLAN.text_from_r2 else [])
 
 
 def provenance_records(wildcards=None):
     """The provenance record beside each result log of the configured platform and seeds."""
-    return expand(B(PROVENANCE), platform=RUN_NAME, seed=SEEDS)
+    return expand(B(PROVENANCE), platform=PLAN.run_name, seed=PLAN.seeds)
 
 
 def report_targets(wildcards=None):
     """What Snakemake's report shows: training curves per seed, shard statistics, the audit table."""
-    runs = expand(B(RUN_FIGURE), platform=RUN_NAME, seed=SEEDS)
+    runs = expand(B(RUN_FIGURE), platform=PLAN.run_name, seed=PLAN.seeds)
     return runs + [B("report/shards.png"), B(AUDIT_PAGE)]
 
 
 # ---- downloads (rules/download.smk): R2 datasets and their cached md5 lists ----
-
-
-def _r2_datasets():
-    """{dataset name: source} of every R2 dataset the config names (no network: the name is in the URL)."""
-    out = {}
-    for s in config["sources"].values():
-        if _r2.is_r2(s["url"]):
-            out.setdefault(_r2.dataset_name(s["url"], root=REPO), s["url"])
-    return out
-
-
-try:
-    R2_DATASETS = _r2_datasets()
-    TEXT_DATASET = _r2.dataset_name(config["sources"]["results4"]["url"], root=REPO) if TEXT_FROM_R2 else None
-except UserError as e:
-    raise WorkflowError(str(e))
-# with results4 (the text extracted) the tarball and its manifest are not downloaded (a demo config merged under
-# this one may still name them)
-FILE_SOURCES = {k: v for k, v in config["sources"].items()
-                if k != "results4" and not (TEXT_FROM_R2 and k in (MANIFEST, "results_text.tar.gz"))}
 
 
 def _listing(source):
@@ -276,7 +238,7 @@ def _listed(dataset):
 
 def _listed_md5(file):
     """The md5 the dataset's list gives for a download of an R2 source (None for other sources, or not yet listed)."""
-    s = FILE_SOURCES[file]
+    s = PLAN.file_sources[file]
     if not _r2.is_r2(s["url"]):
         return None
     listing, _ = _listed(_r2.dataset_name(s["url"], root=REPO))

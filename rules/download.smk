@@ -5,17 +5,17 @@
 #    path, HTTP 403) fails once.
 rule download:
     input:
-        unpack(lambda w: _listing(FILE_SOURCES[w.file]["url"])),
+        unpack(lambda w: _listing(PLAN.file_sources[w.file]["url"])),
     output:
         file=B("download/{file}"),
         sha256=B("download/{file}.sha256"),
     params:
-        url=lambda w: FILE_SOURCES[w.file]["url"],
-        md5=lambda w: FILE_SOURCES[w.file]["md5"],
-        path=lambda w: FILE_SOURCES[w.file].get("path"),
+        url=lambda w: PLAN.file_sources[w.file]["url"],
+        md5=lambda w: PLAN.file_sources[w.file]["md5"],
+        path=lambda w: PLAN.file_sources[w.file].get("path"),
         listed_md5=lambda w: _listed_md5(w.file),
     wildcard_constraints:
-        file=_one_of(FILE_SOURCES),
+        file=_one_of(PLAN.file_sources),
     log:
         B("logs/download/{file}.log"),
     conda:
@@ -31,9 +31,9 @@ checkpoint r2_listing:
         listing=B("download/r2/{dataset}.md5"),
         uri=B("download/r2/{dataset}.uri"),
     params:
-        source=lambda w: R2_DATASETS[w.dataset],
+        source=lambda w: PLAN.r2_datasets[w.dataset],
     wildcard_constraints:
-        dataset=_one_of(R2_DATASETS),
+        dataset=_one_of(PLAN.r2_datasets),
     log:
         B("logs/download/r2_{dataset}.log"),
     conda:
@@ -44,19 +44,19 @@ checkpoint r2_listing:
         "../workflow/scripts/r2_listing.py"
 
 
-if TEXT_FROM_R2:
+if PLAN.text_from_r2:
 
     # The dataset holds the text already extracted: each part is its own download into results4/ (no extract
     # step), and the manifest the verify rules read is written from the dataset's md5 list.
     rule r2_text:
         input:
-            listing=ancient(B(f"download/r2/{TEXT_DATASET}.md5")),
-            uri=ancient(B(f"download/r2/{TEXT_DATASET}.uri")),
+            listing=ancient(B(f"download/r2/{PLAN.text_dataset}.md5")),
+            uri=ancient(B(f"download/r2/{PLAN.text_dataset}.uri")),
         output:
             B("results4/{name}"),
         params:
-            dataset=TEXT_DATASET,
-            md5=lambda w: (_listed(TEXT_DATASET)[1] or {}).get(w.name),
+            dataset=PLAN.text_dataset,
+            md5=lambda w: (_listed(PLAN.text_dataset)[1] or {}).get(w.name),
         wildcard_constraints:
             name=r"part-\d{5}-of-\d{5}|eval\.txt",
         log:
@@ -70,13 +70,13 @@ if TEXT_FROM_R2:
 
     rule r2_manifest:
         input:
-            listing=ancient(B(f"download/r2/{TEXT_DATASET}.md5")),
+            listing=ancient(B(f"download/r2/{PLAN.text_dataset}.md5")),
         output:
             B("download", MANIFEST),
         params:
-            dataset=TEXT_DATASET,
+            dataset=PLAN.text_dataset,
             # rewritten (and the topics re-verified) only when the text's md5s change, not when the list is re-fetched
-            digest=lambda w: hashlib.md5(repr(sorted((_listed(TEXT_DATASET)[1] or {}).items())).encode()).hexdigest(),
+            digest=lambda w: hashlib.md5(repr(sorted((_listed(PLAN.text_dataset)[1] or {}).items())).encode()).hexdigest(),
         log:
             B("logs/download/r2_manifest.log"),
         conda:

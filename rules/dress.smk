@@ -7,21 +7,21 @@
 
 rule dress:
     input:
-        B(f"dress/{PLATFORM}.json"),
-        B(f"report/dress/{PLATFORM}.txt"),
+        B(f"dress/{PLAN.platform}.json"),
+        B(f"report/dress/{PLAN.platform}.txt"),
 
 
 rule dress_platform:
     input:
         bert_config=repo_path("resources/demo/bert_config.json"),
-        platform_file=repo_path(f"profiles/{PLATFORM}/platform.yaml"),
+        platform_file=repo_path(f"profiles/{PLAN.platform}/platform.yaml"),
     output:
         json=B("dress/{platform}.json"),
         table=report(B("report/dress/{platform}.txt"), caption="../workflow/report/dress.rst",
                      category="Dress rehearsal", labels={"platform": "{platform}"}),
     params:
         layers=config.get("dress_layers"),
-        overrides=config.get("train") or {},
+        overrides=PLAN.train,
         tinygrad=TINYGRAD_VERSION,
     log:
         B("logs/dress/{platform}.log"),
@@ -30,6 +30,6 @@ rule dress_platform:
     resources:
         mem_mb=4000,
     wildcard_constraints:
-        platform=re.escape(PLATFORM),
+        platform=re.escape(PLAN.platform),
     script:
         "../workflow/scripts/dress.py"

@@ -21,10 +21,10 @@ rule preflight:
     conda:
         "../envs/train.yaml"
     resources:
-        gpu=train_gpus(RESOLVED),
-        mem_mb=TRAIN_RESOURCES["mem_mb"],
-        runtime=TRAIN_RESOURCES["runtime"],
+        gpu=train_gpus(PLAN.resolved),
+        mem_mb=PLAN.train_resources["mem_mb"],
+        runtime=PLAN.train_resources["runtime"],
     wildcard_constraints:
-        platform=re.escape(RUN_NAME),
+        platform=re.escape(PLAN.run_name),
     script:
         "../workflow/scripts/preflight.py"

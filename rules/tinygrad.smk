@@ -3,32 +3,10 @@
 # (mlperf_bert/train/tinygrad_source.py); the shards and eval set are exported as tinygrad's loader reads them and the
 # initial weights as the TF checkpoint train_bert loads (mlperf_bert/train/tinygrad_trainer.py); then train_bert's
 # INIT and RUN processes, as run_and_time.sh runs them, write result_bert_<seed>.log with its train record.
-# Everything of this trainer lives under {basedir}/tinygrad/; nothing else of the workflow reads it.
-from mlperf_bert.train.tinygrad_source import check_local, parse_source
-from mlperf_bert.train.tinygrad_trainer import check_settings, eval_overrides
-
-TRAINER = config.get("trainer", "project")
-try:
-    TINYGRAD_SOURCE = parse_source(config.get("tinygrad_source"))
-    if TRAINER == "tinygrad":
-        check_local(TINYGRAD_SOURCE, REPO)  # a local checkout that is not there stops the workflow at planning
-        # train_bert evaluates at least 10,000 samples: a platform with fewer (the demo) evaluates 100 x 100
-        _train = eval_overrides(RESOLVED, config.get("train") or {})
-        if _train != (config.get("train") or {}):
-            print(f"trainer tinygrad: train_bert asserts EVAL_BS x MAX_EVAL_STEPS >= 10000; evaluating with "
-                  f"EVAL_BS {_train['EVAL_BS']}, EVAL_SAMPLES {_train['EVAL_SAMPLES']}", file=sys.stderr)
-            config["train"] = _train
-        RESOLVED = resolve(PLATFORM_SETTINGS, config.get("train") or {}, seed=0, eval_examples=config["eval_examples"])
-        check_settings(RESOLVED)  # what train_bert at e0139fa cannot run stops the workflow before any job
-except UserError as e:
-    raise WorkflowError(f"trainer tinygrad: {e}")
-# what the provenance records of the trainer (rules/audit.smk): its name, and tinygrad's commit and source kind
-TRAINER_INFO = ({"name": "tinygrad", "commit": TINYGRAD_SOURCE.commit, "source": TINYGRAD_SOURCE.describe()}
-                if TRAINER == "tinygrad" else {"name": "project"})
-
-
+# Everything of this trainer lives under {basedir}/tinygrad/; nothing else of the workflow reads it. Its settings are
+# the plan's (rules/common.smk PLAN: the trainer, its source, the `train` overrides with the eval train_bert needs).
 # rules/train.smk's rule train makes the same files; with trainer: tinygrad this file's rule is preferred.
-if TRAINER == "tinygrad":
+if PLAN.trainer == "tinygrad":
 
     ruleorder: train_tinygrad > train
 
@@ -38,8 +16,8 @@ if TRAINER == "tinygrad":
             record=B("tinygrad/checkout.json"),
         params:
             # the commit and the kind of source (never a local path: a moved checkout reruns nothing)
-            source=TINYGRAD_SOURCE.describe(),
-            commit=TINYGRAD_SOURCE.commit,
+            source=PLAN.tinygrad_source.describe(),
+            commit=PLAN.tinygrad_source.commit,
         log:
             B("logs/tinygrad/checkout.log"),
         conda:
@@ -102,7 +80,7 @@ if TRAINER == "tinygrad":
             B(TRAIN_RECORD),
         params:
             hparams=lambda w: train_hparams(w.seed),
-            commit=TINYGRAD_SOURCE.commit,
+            commit=PLAN.tinygrad_source.commit,
             work_dir=lambda w, output: str(target_basedir(output[0], RESULT_LOG) / "tinygrad" / "work" / w.platform
                                            / f"seed_{w.seed}"),
         log:
@@ -110,11 +88,11 @@ if TRAINER == "tinygrad":
         conda:
             "../envs/tinygrad.yaml"
         resources:
-            gpu=train_gpus(RESOLVED),
-            mem_mb=TRAIN_RESOURCES["mem_mb"],
-            runtime=TRAIN_RESOURCES["runtime"],
+            gpu=train_gpus(PLAN.resolved),
+            mem_mb=PLAN.train_resources["mem_mb"],
+            runtime=PLAN.train_resources["runtime"],
         wildcard_constraints:
-            platform=re.escape(RUN_NAME),
+            platform=re.escape(PLAN.run_name),
             seed=r"\d+",
         script:
             "../workflow/scripts/tinygrad_train.py"

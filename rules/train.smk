@@ -26,7 +26,7 @@ rule train:
         tinygrad=TINYGRAD_VERSION,
         max_seq_length=PRE["max_seq_length"],
         max_predictions_per_seq=PRE["max_predictions_per_seq"],
-        rehearsal_notes=REHEARSAL_NOTES,
+        rehearsal_notes=PLAN.rehearsal_notes,
         # derived from the output (under the basedir), so Snakemake does not compare them: a moved tree reruns nothing
         ckpt_dir=lambda w, output: str(target_basedir(output[0], RESULT_LOG) / "train" / w.platform / f"seed_{w.seed}"),
         work_log=lambda w, output: str(target_basedir(output[0], RESULT_LOG) / "logs" / "train" / w.platform
@@ -37,11 +37,11 @@ rule train:
         "../envs/train.yaml"
     resources:
         # declared once, by the platform: gpu is its GPUS (0 on CPU), mem_mb and runtime its `resources:` section
-        gpu=train_gpus(RESOLVED),
-        mem_mb=TRAIN_RESOURCES["mem_mb"],
-        runtime=TRAIN_RESOURCES["runtime"],
+        gpu=train_gpus(PLAN.resolved),
+        mem_mb=PLAN.train_resources["mem_mb"],
+        runtime=PLAN.train_resources["runtime"],
     wildcard_constraints:
-        platform=re.escape(RUN_NAME),
+        platform=re.escape(PLAN.run_name),
         seed=r"\d+",
     script:
         "../workflow/scripts/train.py"

@@ -1,8 +1,10 @@
-# rule report_audit: the audit table (no dry run: Snakemake is running) for Snakemake's report.
+# rule report_audit: the audit table (no dry run: Snakemake is running) for Snakemake's report, against the config
+# as the run has it (mlperf_bert/plan.py: `train` as the trainer runs it).
 from jobglue import REPO, job_log
 from mlperf_bert.audit.report import audit_report
+from mlperf_bert.plan import make_plan
 
 with job_log(snakemake.log[0]):
     p = snakemake.params
     print(audit_report(snakemake.output[0], p.basedir, ruleset=p.ruleset, workflow_dir=REPO,
-                       resolved_config=dict(snakemake.config)))
+                       resolved_config=make_plan(dict(snakemake.config), REPO).config))
