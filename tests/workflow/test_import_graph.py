@@ -27,11 +27,15 @@ def test_broken_layering_is_named(tmp_path):
   (pkg / "train" / "run.py").write_text("from . import model\nx = 1\n")                      # circle run <-> model
   (pkg / "train" / "model.py").write_text("from mlperf_bert.train import run\n")
   (pkg / "audit" / "log_checks.py").write_text("import mlperf_bert.data.shards\n")          # allowed
+  (pkg / "plan.py").write_text("from mlperf_bert.data import shards\n")                     # workflow -> data: allowed
+  (pkg / "data" / "reader.py").write_text("from mlperf_bert.plan import make_plan\n")       # data -> workflow
   r = _run("--package", str(pkg))
   assert r.returncode == 1, r.stdout + r.stderr
   assert "mlperf_bert.data.shards -> mlperf_bert.train.run (data must not import train)" in r.stderr
   assert "mlperf_bert.errors -> mlperf_bert.data.shards (base must not import data)" in r.stderr
   assert "import circle: mlperf_bert.train.model <-> mlperf_bert.train.run" in r.stderr
+  assert "mlperf_bert.data.reader -> mlperf_bert.plan (data must not import workflow)" in r.stderr
+  assert "mlperf_bert.plan -> " not in r.stderr
   assert "audit" not in r.stderr  # audit -> data is the allowed direction
 
 
