@@ -1,5 +1,5 @@
-# Shared definitions of every rules file: config validation, artifact paths, the topic list from the md5 manifest,
-# the platform's resolved settings and seeds (train), the provenance/report targets (audit). Functions live here,
+# Shared definitions of every rules file: config validation, the run's plan (PLAN: mlperf_bert/plan.py), artifact
+# paths, the topic list from the md5 manifest, the train inputs and the provenance/report targets (audit). Functions live here,
 # not beside the rules (snakemake --lint). Snakemake puts the Snakefile's folder (the repository) first on sys.path,
 # so the package is imported from this checkout.
 import functools
@@ -28,7 +28,9 @@ min_version("9.0")
 REPO = Path(workflow.basedir)
 
 try:
-    config.update(typed_config(config))  # --config values arrive as text
+    # --config values arrive as text: typed in place, the one write into `config` (the jobs' scripts read
+    # snakemake.config: the download bounds, the basedir, tinygrad_source)
+    config.update(typed_config(config))
     validate_config(config, CONFIG_SCHEMA)
     check_basedir(config["basedir"], repo=REPO, workdir=Path.cwd())
     # The one plan of this run (mlperf_bert/plan.py), made once: the platform, its resolved settings and seeds, the
