@@ -18,6 +18,19 @@ from mlperf_bert.train.run import TrainingDiverged, TrainRun
 SEQ, PRED, VOCAB = 32, 5, 128
 
 
+@pytest.fixture(scope="module", autouse=True)
+def quick_kernels():
+  """These tests check runs, resumes, logs and records, not kernels: tinygrad lowers each kernel without its
+  optimizations (NOOPT=1) and without a compile worker pool (PARALLEL=0), in this process and in the children it
+  starts: 69 against 120 CPU s for three of them (Xeon-2, 2026-12-02). test_parity.py and the end-to-end runs check
+  the kernels the product runs. Modules that import this fixture get it too."""
+  from tinygrad.helpers import Context
+  with pytest.MonkeyPatch.context() as mp, Context(NOOPT=1, PARALLEL=0):
+    mp.setenv("NOOPT", "1")
+    mp.setenv("PARALLEL", "0")
+    yield
+
+
 def tiny_config(path):
   path.write_text(json.dumps({
     "attention_probs_dropout_prob": 0.1, "hidden_act": "gelu", "hidden_dropout_prob": 0.1, "hidden_size": 32,
