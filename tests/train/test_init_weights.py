@@ -46,16 +46,21 @@ def save_tf_checkpoint(prefix_dir, variables: dict[str, np.ndarray], step=28252,
       return v1.train.Saver(made).save(sess, str(prefix_dir / "model.ckpt"), global_step=step)
 
 
-@pytest.fixture(scope="module")
-def tiny_ckpt(tmp_path_factory):
-  d = tmp_path_factory.mktemp("ckpt")
+def write_tiny_checkpoint(d, seed=0, adam_for=None):
+  """CONFIG's bert_config.json and a TF checkpoint of seeded random weights in `d`: (config, its path, the
+  checkpoint's prefix, the weights)."""
   cfg_path = d / "bert_config.json"
   cfg_path.write_text(json.dumps(CONFIG))
   cfg = BertConfig.from_json(cfg_path)
-  weights = random_weights(cfg)
+  weights = random_weights(cfg, seed=seed)
+  return cfg, cfg_path, save_tf_checkpoint(d, weights, adam_for=adam_for), weights
+
+
+@pytest.fixture(scope="module")
+def tiny_ckpt(tmp_path_factory):
   slots_for = ["bert/embeddings/word_embeddings", "bert/encoder/layer_0/attention/self/query/kernel",
                "cls/predictions/output_bias"]
-  prefix = save_tf_checkpoint(d, weights, adam_for=slots_for)
+  cfg, cfg_path, prefix, weights = write_tiny_checkpoint(tmp_path_factory.mktemp("ckpt"), adam_for=slots_for)
   return cfg, cfg_path, prefix, weights, len(slots_for) * 2 + 1
 
 

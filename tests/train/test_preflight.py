@@ -11,10 +11,9 @@ from mlperf_bert.data.shards import Shard, write_shard
 from mlperf_bert.errors import UserError
 from mlperf_bert.train.init_weights import convert_tf_checkpoint
 from mlperf_bert.train.hparams import resolve
-from mlperf_bert.train.model import BertConfig
 from mlperf_bert.train.preflight import MLCOMMONS, Reference, preflight
 
-from test_init_weights import CONFIG, random_weights, save_tf_checkpoint
+from test_init_weights import write_tiny_checkpoint
 from test_model import hf_forward
 
 pytest.importorskip("tensorflow", reason="needs tensorflow: the `tf` extra (pip install -e '.[tf]'; scripts/test.sh installs it)")
@@ -52,11 +51,7 @@ def hf_accuracy(weights, cfg, batch) -> tuple[float, float]:
 def setup(tmp_path_factory):
   """A converted tiny checkpoint and an eval set whose labels are HF's own prediction at ~34 % of the positions."""
   d = tmp_path_factory.mktemp("preflight")
-  cfg_path = d / "bert_config.json"
-  cfg_path.write_text(json.dumps(CONFIG))
-  cfg = BertConfig.from_json(cfg_path)
-  weights = random_weights(cfg, seed=5)
-  prefix = save_tf_checkpoint(d, weights)
+  cfg, cfg_path, prefix, weights = write_tiny_checkpoint(d, seed=5)
   ckpt = d / "converted" / "model.safetensors"  # (TF writes a file named checkpoint in d)
   convert_tf_checkpoint(prefix, cfg_path, ckpt, log=lambda s: None)
 
