@@ -6,7 +6,7 @@ import pytest
 
 import yaml
 
-from test_train import data  # noqa: F401  (the module's synthetic shards)
+from test_train import cpu_kernels, data  # noqa: F401  (the module's synthetic shards; cpu_kernels: autouse)
 from mlperf_bert.train.hparams import export_tinygrad_env, resolve
 
 

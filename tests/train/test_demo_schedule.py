@@ -4,7 +4,7 @@ step and the final accuracy too. The demo relies on it: which steps it evaluates
 warm-up steps it runs (INIT_BENCHMARK_STEPS 1) are chosen for speed, and the trajectory is the one measured with any
 other choice (profiles/cpu/platform.yaml)."""
 import pytest
-from train.test_train import data, make_run, quick_kernels  # noqa: F401  (module fixtures)
+from train.test_train import data, make_run, cpu_kernels  # noqa: F401  (module fixtures)
 
 # training runs of minutes on 2 cores: scripts/test.sh --fast leaves them out, the full run (CI) has them
 pytestmark = pytest.mark.slow

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from tinygrad import Tensor
 
-from test_train import data, make_run, quick_kernels  # noqa: F401  (the module's fixtures and run factory)
+from test_train import data, make_run, cpu_kernels  # noqa: F401  (the module's fixtures and run factory)
 from mlperf_bert.train import jitmem
 from mlperf_bert.train.trainer import ModelTrainer
 

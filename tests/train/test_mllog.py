@@ -14,7 +14,7 @@ from mlperf_bert.train.mllog import ResultLog
 from mlperf_bert.train.hparams import load_platform, resolve
 from mlperf_bert.train.inputs import RunInputs
 from mlperf_bert.train.run import TrainRun
-from test_train import PRED, SEQ, data, quick_kernels  # noqa: F401  (the shared synthetic-data fixture, tinygrad without kernel optimizations)
+from test_train import PRED, SEQ, data, cpu_kernels  # noqa: F401  (the shared synthetic-data fixture, tinygrad without kernel optimizations)
 from conftest import FIXTURES
 
 REPO = Path(__file__).resolve().parents[2]

@@ -13,7 +13,7 @@ from mlperf_bert.mlperf_log import event_keys
 from mlperf_bert.train.inputs import RunInputs
 from mlperf_bert.train.resume import list_checkpoints
 from mlperf_bert.train.settings import Settings
-from test_train import PRED, SEQ, data, make_run  # noqa: F401  (data: the tiny shards, a module-scoped fixture)
+from test_train import PRED, SEQ, cpu_kernels, data, make_run  # noqa: F401  (data: the tiny shards, a module-scoped fixture; cpu_kernels: autouse)
 
 SETTINGS = dict(DEV="CPU", BS=4, EVAL_BS=8, OPT_BASE_LEARNING_RATE=0.01, NUM_WARMUP_STEPS=3, TRAIN_STEPS=8,
                 EVAL_STEP_FREQ=4, SAVE_CKPT_FREQ=4, KEEP_CKPT_AMOUNT=2, TARGET=0.99, EVAL_SAMPLES=16, BERT_LAYERS=1,

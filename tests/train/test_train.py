@@ -2,8 +2,6 @@
 two CPU devices equals one device; NaN aborts cleanly; the result log appears only when the run finished."""
 import json, math, os, re
 
-os.environ.setdefault("USE_ATOMICS", "1")
-
 import numpy as np
 import pytest
 
@@ -19,15 +17,13 @@ SEQ, PRED, VOCAB = 32, 5, 128
 
 
 @pytest.fixture(scope="module", autouse=True)
-def quick_kernels():
-  """These tests check runs, resumes, logs and records, not kernels: tinygrad lowers each kernel without its
-  optimizations (NOOPT=1) and without a compile worker pool (PARALLEL=0), in this process and in the children it
-  starts: 69 against 120 CPU s for three of them (Xeon-2, 2026-12-02). test_parity.py and the end-to-end runs check
-  the kernels the product runs. Modules that import this fixture get it too."""
+def cpu_kernels(quick_kernels):
+  """These tests check runs, resumes, logs and records, not kernels: tinygrad without kernel optimizations
+  (conftest's quick_kernels), and with USE_ATOMICS=1 as the cpu platform sets it (its embedding backward), in this
+  process and in the children it starts. Modules that import this fixture get it too."""
   from tinygrad.helpers import Context
-  with pytest.MonkeyPatch.context() as mp, Context(NOOPT=1, PARALLEL=0):
-    mp.setenv("NOOPT", "1")
-    mp.setenv("PARALLEL", "0")
+  with pytest.MonkeyPatch.context() as mp, Context(USE_ATOMICS=1):
+    mp.setenv("USE_ATOMICS", "1")
     yield
 
 

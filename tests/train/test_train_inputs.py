@@ -14,7 +14,7 @@ from mlperf_bert.data.shards import Shard
 from mlperf_bert.train.hparams import load_platform, resolve
 from mlperf_bert.train.inputs import RunInputs, check_train_inputs
 from mlperf_bert.train.run import TrainRun
-from test_train import PRED, SEQ, VOCAB, synth_instances, tiny_config
+from test_train import PRED, SEQ, VOCAB, cpu_kernels, synth_instances, tiny_config  # noqa: F401  (cpu_kernels: autouse)
 
 REPO = Path(__file__).resolve().parents[2]
 
