@@ -30,6 +30,7 @@ def main():
   hp = settings.as_dict()
   os.environ.update(tinygrad_env(settings))
   from mlperf_bert.train.inputs import RunInputs
+  from mlperf_bert.train.evaluation import evaluate
   from mlperf_bert.train.run import TrainRun
   import tempfile
   with tempfile.TemporaryDirectory() as td:
@@ -42,8 +43,8 @@ def main():
     wall = time.perf_counter() - t
     # eval speed: one pass over EVAL_SAMPLES with the jitted eval step
     steps = run._build()
-    run._evaluate(steps)  # compile
-    acc, secs = run._evaluate(steps)
+    evaluate(steps, run.eval_shard, settings, run.devices)  # compile
+    acc, secs, _ = evaluate(steps, run.eval_shard, settings, run.devices)
   print(f"platform {a.platform}: BS {hp['BS']}, seq {ev.max_seq_length}, pred {ev.max_predictions_per_seq}, "
         f"{run.cfg.num_hidden_layers} layers, hidden {run.cfg.hidden_size}, {hp['FLOAT']}, BEAM {hp.get('BEAM', 0)}")
   print(f"first step (incl. compile): {r['first_step_s']:.1f} s; median step {r['median_step_s'] * 1e3:.1f} ms; "

@@ -193,10 +193,10 @@ def _cmd_train(a) -> int:
     raise UserError(f"--benchmark with --phase {a.phase}: a benchmark has no INIT or RUN phase; drop one of them")
   # the platform's tinygrad settings (DEV, BEAM, DEFAULT_FLOAT, ...) go into the environment before tinygrad is
   # imported, which reads them at import; nothing above this line imports it
-  from mlperf_bert.data.shards import Shard
-  from mlperf_bert.train.hparams import export_tinygrad_env, load_platform, resolve
-  settings = resolve(load_platform(a.platform_file), _parse_set(a.set), seed=a.seed,
-                     eval_examples=len(Shard(a.eval)), where="--set")
+  from mlperf_bert.train.hparams import export_tinygrad_env
+  from mlperf_bert.train.phases import command_settings
+  settings = command_settings(a.platform_file, _parse_set(a.set) if a.set is not None else None, a.seed, a.eval,
+                              settings_file=a.settings)
   if "tinygrad" in sys.modules:  # called in a process that already imported it (main() from Python code)
     _log("note: tinygrad was imported before this command; the platform's tinygrad settings cannot be applied "
          "(run python -m mlperf_bert train)")
@@ -235,7 +235,10 @@ def _add_train(sub) -> None:
                                  "tinygrad settings (DEV, BEAM, DEFAULT_FLOAT, USE_ATOMICS, ...) and those of --set "
                                  "are exported before tinygrad is imported; they win over the same variables in "
                                  "the environment (a note says so).")
-  p.add_argument("--platform-file", required=True, help="profiles/<name>/platform.yaml")
+  p.add_argument("--platform-file", help="profiles/<name>/platform.yaml (or --settings)")
+  p.add_argument("--settings", metavar="FILE", help="resolved settings as JSON, as the train rule's job hands them to "
+                 "its INIT and RUN processes: used as they are, never resolved again, so --platform-file, --set and "
+                 "--seed are refused with it")
   p.add_argument("--set", nargs="*", metavar="KEY=VALUE", help="override platform keys (YAML values)")
   p.add_argument("--shards", required=True, nargs="+", help="training shards: *.shard files or directories of them")
   p.add_argument("--eval", required=True, help="the eval set shard")
@@ -243,7 +246,7 @@ def _add_train(sub) -> None:
   p.add_argument("--init-weights", help="converted checkpoint (safetensors); default: seeded random init")
   p.add_argument("--max-seq-length", type=int, required=True)
   p.add_argument("--max-predictions-per-seq", type=int, required=True)
-  p.add_argument("--seed", type=int, default=0)
+  p.add_argument("--seed", type=int, help="with --platform-file (default 0)")
   p.add_argument("--out", required=True, help="the result log to write (result_bert_<seed>.log)")
   p.add_argument("--ckpt-dir", required=True, help="where resume checkpoints go")
   p.add_argument("--benchmark", type=int, default=int(os.environ.get("BENCHMARK", 0) or 0),

@@ -10,21 +10,20 @@ process shares nothing else with it: it imports tinygrad afresh and captures its
 
 The platform key INIT_PROCESS chooses: `separate` (tinygrad's; the default) runs `python -m mlperf_bert train
 --phase init`, then `--phase run`, each a new process with the platform's tinygrad environment and the job's
-resolved settings, its output appended to the job's log; `same` runs both phases in this process
+resolved settings (one JSON file beside the work log, `--settings`: read back as they are, not resolved again; removed
+when the job ends), its output appended to the job's log; `same` runs both phases in this process
 (TrainRun.run(phase="all")). Nothing here imports tinygrad (the `same` branch does, after the caller exported the
 platform's environment).
 """
 from __future__ import annotations
-import ctypes, dataclasses, os, signal, subprocess, sys, tempfile, time
+import ctypes, dataclasses, os, signal, subprocess, sys, time
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from mlperf_bert.errors import UserError
-from mlperf_bert.train.hparams import KNOWN, load_platform, resolve, rule_params, tinygrad_env
+from mlperf_bert.train.hparams import load_platform, resolve, tinygrad_env
 from mlperf_bert.train.inputs import RunInputs
-from mlperf_bert.train.settings import Settings
+from mlperf_bert.train.settings import Settings, read_json, write_json
 
 PACKAGE_PARENT = Path(__file__).resolve().parents[2]   # the folder that holds mlperf_bert/ (for the children)
 
@@ -36,16 +35,26 @@ class PhaseProcess:
   seconds: float  # wall time of the process, start to exit
 
 
-def write_settings(s: Settings, path: Path) -> Path:
-  """Resolved settings as a platform file that resolves back to the same settings (the children's
-  --platform-file): every schema key; derived values (FLOAT, GLOBAL_BATCH_SIZE, ...) follow from them."""
-  flat = s.as_dict()
-  path.write_text(yaml.safe_dump({k: v for k, v in flat.items() if k in KNOWN}))  # floats round-trip exactly
-  back = rule_params(resolve(load_platform(path), seed=s.seed, eval_examples=s.eval.samples))
-  if back != rule_params(s):
-    diff = sorted(k for k in set(back) | set(rule_params(s)) if back.get(k) != flat.get(k))
-    raise RuntimeError(f"{path}: the settings do not survive the round trip ({diff}); a bug in write_settings")
-  return path
+def settings_path(inputs: RunInputs) -> Path:
+  """The job's settings file, beside its work log: result_bert_<seed>.settings.json."""
+  return inputs.work_log.with_name(f"{inputs.log.stem}.settings.json")
+
+
+def command_settings(platform_file, overrides: dict[str, Any] | None, seed: int | None, eval_set,
+                     settings_file=None) -> Settings:
+  """The settings of `python -m mlperf_bert train`: a platform file with its --set overrides and --seed (default 0),
+  resolved here, once; or --settings, the resolved settings this job's train_job wrote, read as they are (resolve
+  is not called again) and so refused beside --platform-file, --set or --seed."""
+  if settings_file is None:
+    if platform_file is None: raise UserError("train: pass --platform-file (profiles/<name>/platform.yaml) or "
+                                              "--settings (the resolved settings a train job wrote)")
+    from mlperf_bert.data.shards import Shard
+    return resolve(load_platform(platform_file), overrides, seed=0 if seed is None else seed,
+                   eval_examples=len(Shard(eval_set)), where="--set")
+  given = [f for f, v in (("--platform-file", platform_file), ("--set", overrides), ("--seed", seed)) if v is not None]
+  if given: raise UserError(f"--settings {settings_file} holds resolved settings, used as they are; drop "
+                            f"{', '.join(given)} (or drop --settings and resolve a platform file)")
+  return read_json(settings_file)
 
 
 def _die_with_parent():
@@ -104,7 +113,7 @@ def train_job(s: Settings, inputs: RunInputs, *, log=None, stop_after: int | Non
   """The train rule: train with resolved settings `s` on `inputs` and write the result log `inputs.log`.
 
   INIT_PROCESS separate: the INIT phase, then the RUN phase, each in a new process (`python -m mlperf_bert train
-  --phase init|run`, which reads the settings back from a settings file; output appended to `log`); returns their
+  --phase init|run --settings FILE`, which reads `s` back unresolved; output appended to `log`); returns their
   PhaseProcess records. A failing phase is a one-line UserError; the result log is only ever written, whole, at the
   end of the RUN phase. A rerun after a killed RUN phase resumes: the INIT process keeps a resumable work log and
   checkpoint (TrainRun.run). INIT_PROCESS same: both phases in this process; returns TrainRun.run's RunResult."""
@@ -117,11 +126,12 @@ def train_job(s: Settings, inputs: RunInputs, *, log=None, stop_after: int | Non
   env = {**os.environ, **tinygrad_env(s), "PYTHONUNBUFFERED": "1", "PYTHONPATH": os.pathsep.join(dict.fromkeys(paths))}
   env.pop("BENCHMARK", None)  # the CLI's --benchmark default; the phases never benchmark
   log = Path(log) if log is not None else None
-  with tempfile.TemporaryDirectory(prefix="mlperf-bert-train-") as tmp:
-    settings = write_settings(s, Path(tmp) / "platform.yaml")
-    cmd = [sys.executable, "-m", "mlperf_bert", "train", "--platform-file", str(settings), "--seed", str(s.seed),
-           *inputs.argv(), "--benchmark", "0"]
+  settings = write_json(s, settings_path(inputs))
+  try:
+    cmd = [sys.executable, "-m", "mlperf_bert", "train", "--settings", str(settings), *inputs.argv(), "--benchmark", "0"]
     done = [run_phase("init", cmd + ["--phase", "init"], env, log)]
     done.append(run_phase("run", cmd + ["--phase", "run"]
                           + (["--stop-after", str(stop_after)] if stop_after is not None else []), env, log))
+  finally:
+    settings.unlink(missing_ok=True)
   return done

@@ -19,6 +19,8 @@ one, appending to the kept work log (an INIT phase leaves such a log and checkpo
 checkpoints of other settings are removed.
 The result log appears only when the run finished; until then (or after an abort) it is the work log.
 A NaN/inf loss stops the run: run_stop aborted in the work log and a TrainingDiverged error (exit non-zero).
+The RUN phase is one loop (TrainRun._run_phase); its eval is train/evaluation.py's, its timed step and the BENCHMARK
+mode train/benchmark.py's.
 """
 from __future__ import annotations
 import dataclasses, hashlib, json, math, time
@@ -27,13 +29,15 @@ from typing import Callable
 
 import numpy as np
 from tinygrad import Tensor
-from tinygrad.helpers import Context, GlobalCounters
+from tinygrad.helpers import Context
 from tqdm import tqdm
 
 from mlperf_bert.errors import UserError
 from mlperf_bert.data.loader import TrainLoader, open_shards
 from mlperf_bert.mlperf_log import event_keys
-from mlperf_bert.train.evidence import eval_accuracy, eval_entry, run_eval, save_final_weights, weights_path
+from mlperf_bert.train.benchmark import benchmark, timed_step
+from mlperf_bert.train.evaluation import eval_at
+from mlperf_bert.train.evidence import save_final_weights, weights_path
 from mlperf_bert.train.hparams import fingerprinted
 from mlperf_bert.train.init_weights import check_weight_shapes
 from mlperf_bert.train.inputs import RunInputs, check_train_inputs
@@ -73,20 +77,6 @@ class RunResult:
     """The line the train command and the train rule print at the end."""
     return (f"training finished: status {self.status} after {self.steps} steps ({self.samples} samples), "
             f"eval accuracies {self.accuracies}, median step {self.step_ms:.1f} ms")
-
-
-@dataclasses.dataclass
-class StepTiming:
-  """One timed train step: seconds in total, enqueuing (python), fetching the next batch, waiting for the device."""
-  loss: float
-  lr: float
-  total_s: float
-  python_s: float
-  fetch_s: float
-  device_s: float
-  ops: int
-  mem: int
-  end: float               # time.perf_counter() when the step finished
 
 
 @dataclasses.dataclass(frozen=True)
@@ -155,11 +145,6 @@ class TrainRun:
     Tensor.manual_seed(self.s.seed)
     return ModelTrainer(self.cfg, self.s, self.devices, seed=self.s.seed, init_weights=self.inputs.init_weights)
 
-  def _save(self, trainer: ModelTrainer, step: int, position: int):
-    path = save_state(trainer, self.inputs.ckpt_dir, step=step, position=position, seed=self.s.seed,
-                      fingerprint=self.fingerprint, keep=self.s.checkpoint.keep)
-    self.say(f"saved checkpoint {path}")
-
   # ---------------------------------------------------------------------------------------------------
   def _plan(self, phase: str) -> PhasePlan:
     """Look at the checkpoints and the work log: resume or start afresh; the RUN phase alone needs an INIT phase's
@@ -201,8 +186,12 @@ class TrainRun:
       log.close()
 
   def _run_phase(self, log: ResultLog, plan: PhasePlan, stop_after, on_step) -> RunResult:
-    """The RUN phase: its header (unless a kept log has it), the model (resumed or new), the training loop."""
+    """The RUN phase, one loop: the header (unless a kept log has it) and the model (resumed or new); then a timed
+    step after step, every EVAL_STEP_FREQ steps (and at TRAIN_STEPS) an eval (train/evaluation.py) that ends the run
+    at TARGET, every SAVE_CKPT_FREQ steps a block and, under CKPT, a checkpoint; TRAIN_STEPS without TARGET ends it
+    aborted, and `stop_after` steps of this process stop it resumably (no result log)."""
     s = self.s
+    gbs, train_steps = s.global_batch_size, s.optimizer.train_steps
     if not plan.kept: log.run_header(s, self.seq, self.pred)
     trainer = self._build()
     step, position = 0, 0
@@ -212,104 +201,63 @@ class TrainRun:
       step, position = int(meta["step"]), int(meta["position"])
       self.say(f"resuming from {path} at step {step} (sample {position})")
       log.event("resume_from_checkpoint", None, step_num=step, samples_count=position)
-    if not plan.kept: log.epoch_start(step * s.global_batch_size)
-    # PARALLEL: the v5.1 scripts run the RUN phase with PARALLEL=0 (the INIT phase keeps tinygrad's default)
-    with Context(**({"PARALLEL": s.tinygrad.parallel} if s.tinygrad.parallel is not None else {})):
-      return self._loop(trainer, log, step, position, stop_after, on_step)
-
-  def _evaluate(self, trainer: ModelTrainer, evals_done: int = 0) -> tuple[float, float]:
-    """(masked-LM accuracy, seconds). EVAL_METRIC tinygrad: the mean of the per-batch
-    accuracies of MAX_EVAL_STEPS batches that continue where the previous eval stopped (`evals_done` evals ago
-    from row 0), as train_bert; pooled: correct / total over the first EVAL_SAMPLES rows (MLCommons). The batches'
-    counts are kept for the train record (train/evidence.py)."""
-    st = time.perf_counter()
-    batches = run_eval(trainer, self.eval_shard, self.s.eval, evals_done)
-    self.last_eval = eval_entry(batches, step=0, evals_done=evals_done, settings=self.s, devices=self.devices)
-    return eval_accuracy([b for _, b in batches], self.s.eval.metric), time.perf_counter() - st
-
-  def _timed_step(self, trainer: ModelTrainer, data: dict[str, np.ndarray], loader: TrainLoader, index: int
-                  ) -> tuple[StepTiming, tuple[int, dict[str, np.ndarray]]]:
-    """One train step on `data` while the loader fetches the next batch, timed and printed as train_bert prints
-    it (the RUN loop and benchmark()); returns the timing and the loader's (position, next batch)."""
-    st = time.perf_counter()
-    GlobalCounters.reset()
-    loss_t, _, lr_t = trainer.train(data)
-    pt = time.perf_counter()
-    fetched = next(loader)
-    dt = time.perf_counter()
-    loss, lr = loss_t.item(), lr_t.item()
-    cl = time.perf_counter()
-    t = StepTiming(loss, lr, cl - st, pt - st, dt - pt, cl - dt, GlobalCounters.global_ops, GlobalCounters.global_mem, cl)
-    dev = self.devices[0] if len(self.devices) == 1 else f"{self.devices[0]} * {len(self.devices)}"
-    self.say(f"{index:5} {t.total_s * 1e3:7.2f} ms run, {t.python_s * 1e3:7.2f} ms python, {t.fetch_s * 1e3:6.2f} ms "
-             f"fetch data, {t.device_s * 1e3:7.2f} ms {dev}, {loss:5.2f} loss, {lr:.6f} LR, "
-             f"{GlobalCounters.mem_used / 1e9:.2f} GB used, {t.ops * 1e-9 / t.total_s:9.2f} GFLOPS")
-    return t, fetched
-
-  def _eval_and_log(self, trainer: ModelTrainer, log: ResultLog, step: int) -> float:
-    """The eval of `step`, between eval_start and eval_stop/eval_accuracy; FREE_INTERMEDIATE frees around it."""
-    s = self.s
-    samples = step * s.global_batch_size
-    log.eval_start(samples, step)
-    if s.free_intermediate: trainer.free_intermediates(trainer.train_step)  # room for the eval's buffers
-    acc, secs = self._evaluate(trainer, evals_done=(step - 1) // s.eval.step_freq)
-    self.last_eval["step"] = step
-    if s.free_intermediate: trainer.free_intermediates(trainer.eval_step)
-    log.eval_stop(samples, step, s.eval.logged_samples)
-    log.eval_accuracy(acc, samples)
-    self.say(f"eval at step {step}: masked-LM accuracy {acc:.6f} over "
-             f"{s.eval.logged_samples} samples, metric {s.eval.metric} ({secs:.1f} s)")
-    return acc
-
-  def _loop(self, trainer: ModelTrainer, log: ResultLog, step: int, position: int, stop_after, on_step) -> RunResult:
-    s = self.s
-    gbs, train_steps = s.global_batch_size, s.optimizer.train_steps
+    if not plan.kept: log.epoch_start(step * gbs)
     accs: list[tuple[int, float]] = []
     losses: list[float] = []
     times: list[float] = []
-    start_step, prev_ckpt_step = step, step
-    bar = tqdm(total=train_steps, initial=step, disable=not self.progress, mininterval=5, unit="step")
-    loader = TrainLoader(self.shards, s.batch_size, seed=s.seed, position=position, cycle_length=s.num_cpu_threads)
-    status = None
-    try:
-      pos_next, data = next(loader)
-      while step < train_steps:
-        if stop_after is not None and step - start_step >= stop_after:
-          status = "stopped"; break
-        t, (pos_fetched, data) = self._timed_step(trainer, data, loader, step)
-        pos_after, pos_next = pos_next, pos_fetched
-        step += 1
-        times.append(t.total_s)
-        losses.append(t.loss)
-        bar.update(1)
-        if on_step: on_step(step, t.loss)
-        if not math.isfinite(t.loss): self._diverged(log, step, t.loss)
-        if step % s.eval.step_freq == 0 or step == train_steps:
-          accs.append((step, self._eval_and_log(trainer, log, step)))
-          if accs[-1][1] >= s.eval.target:
-            self.say(f"target {s.eval.target} reached after {step * gbs} samples")
-            log.epoch_stop(step * gbs)
-            log.run_stop(True, step * gbs)
-            status = "success"; break
-        if step % s.checkpoint.save_freq == 0 and step < train_steps:
-          if step > prev_ckpt_step: log.block_stop(step, step - prev_ckpt_step)
-          if s.checkpoint.enabled: self._save(trainer, step, pos_after)  # tinygrad saves only under CKPT
-          log.block_start(step * gbs, step)
-          prev_ckpt_step = step
-      if status is None:
-        self.say(f"TRAIN_STEPS={train_steps} done without reaching TARGET {s.eval.target}: run_stop aborted")
-        log.epoch_stop(step * gbs)
-        log.run_stop(False, step * gbs)
-        status = "aborted"
-    finally:
-      loader.close()
-      bar.close()
-    step_ms = float(np.median(times) * 1e3) if times else float("nan")
-    if status == "stopped":
-      return RunResult("stopped", step, step * gbs, accs, losses, None, step_ms)
-    log.close()
-    self._publish(status, accs, trainer)
-    return RunResult(status, step, step * gbs, accs, losses, self.inputs.log, step_ms)
+    start_step, prev_ckpt_step, status = step, step, None
+    # PARALLEL: the v5.1 scripts run the RUN phase with PARALLEL=0 (the INIT phase keeps tinygrad's default)
+    with Context(**({"PARALLEL": s.tinygrad.parallel} if s.tinygrad.parallel is not None else {})):
+      bar = tqdm(total=train_steps, initial=step, disable=not self.progress, mininterval=5, unit="step")
+      loader = TrainLoader(self.shards, s.batch_size, seed=s.seed, position=position, cycle_length=s.num_cpu_threads)
+      try:
+        pos_next, data = next(loader)
+        while step < train_steps:
+          if stop_after is not None and step - start_step >= stop_after:
+            status = "stopped"; break
+          t, (pos_fetched, data) = timed_step(trainer, data, loader, step, self.devices, self.say)
+          pos_after, pos_next = pos_next, pos_fetched  # the loader's position after this step's batch (a checkpoint's)
+          step += 1
+          times.append(t.total_s)
+          losses.append(t.loss)
+          bar.update(1)
+          if on_step: on_step(step, t.loss)
+          if not math.isfinite(t.loss): self._diverged(log, step, t.loss)
+          if step % s.eval.step_freq == 0 or step == train_steps:
+            log.eval_start(step * gbs, step)
+            acc, secs, self.last_eval = eval_at(trainer, step, self.eval_shard, s, self.devices)
+            log.eval_stop(step * gbs, step, s.eval.logged_samples)
+            log.eval_accuracy(acc, step * gbs)
+            self.say(f"eval at step {step}: masked-LM accuracy {acc:.6f} over {s.eval.logged_samples} samples, "
+                     f"metric {s.eval.metric} ({secs:.1f} s)")
+            accs.append((step, acc))
+            if acc >= s.eval.target:
+              self.say(f"target {s.eval.target} reached after {step * gbs} samples")
+              log.epoch_stop(step * gbs)
+              log.run_stop(True, step * gbs)
+              status = "success"; break
+          if step % s.checkpoint.save_freq == 0 and step < train_steps:
+            if step > prev_ckpt_step: log.block_stop(step, step - prev_ckpt_step)
+            if s.checkpoint.enabled:  # tinygrad saves only under CKPT
+              saved = save_state(trainer, self.inputs.ckpt_dir, step=step, position=pos_after, seed=s.seed,
+                                 fingerprint=self.fingerprint, keep=s.checkpoint.keep)
+              self.say(f"saved checkpoint {saved}")
+            log.block_start(step * gbs, step)
+            prev_ckpt_step = step
+        if status is None:
+          self.say(f"TRAIN_STEPS={train_steps} done without reaching TARGET {s.eval.target}: run_stop aborted")
+          log.epoch_stop(step * gbs)
+          log.run_stop(False, step * gbs)
+          status = "aborted"
+      finally:
+        loader.close()
+        bar.close()
+      step_ms = float(np.median(times) * 1e3) if times else float("nan")
+      if status == "stopped":
+        return RunResult("stopped", step, step * gbs, accs, losses, None, step_ms)
+      log.close()
+      self._publish(status, accs, trainer)
+      return RunResult(status, step, step * gbs, accs, losses, self.inputs.log, step_ms)
 
   def _diverged(self, log: ResultLog, step: int, loss: float):
     log.run_stop(False, step * self.s.global_batch_size, reason=f"loss {loss} at step {step}")
@@ -335,29 +283,7 @@ class TrainRun:
     i.work_log.unlink()
     for _, p in list_checkpoints(i.ckpt_dir): p.unlink()
 
-  # ---------------------------------------------------------------------------------------------------
   def benchmark(self, n: int) -> dict[str, float]:
-    """BENCHMARK=n: n steps on real data from a fresh model; prints the estimated time to TRAIN_STEPS."""
-    s = self.s
-    t0 = time.perf_counter()
-    trainer = self._build()
-    loader = TrainLoader(self.shards, s.batch_size, seed=s.seed, cycle_length=s.num_cpu_threads)
-    times, fetch, ops, mem = [], [], 0, 0
-    first = None
-    try:
-      _, data = next(loader)
-      for i in range(n):
-        t, (_, data) = self._timed_step(trainer, data, loader, i)
-        if first is None: first = t.end - t0
-        times.append(t.total_s); fetch.append(t.fetch_s)
-        ops, mem = t.ops, t.mem
-    finally:
-      loader.close()
-    med = sorted(times)[len(times) // 2]
-    train_steps = s.optimizer.train_steps
-    est = int(med * train_steps / 60)
-    print(f"Estimated training time: {est // 60}h{est % 60}m")
-    print(f"epoch global_ops: {train_steps * ops:_}, epoch global_mem: {train_steps * mem:_}")
-    return {"median_step_s": med, "first_step_s": first or float("nan"), "gflops": ops * 1e-9 / med,
-            "median_fetch_ms": float(np.median(fetch) * 1e3), "samples_per_s": s.batch_size / med,
-            "estimated_total_min": med * train_steps / 60}
+    """BENCHMARK=n: n steps on real data from a fresh model; prints the estimated time to TRAIN_STEPS
+    (train/benchmark.py)."""
+    return benchmark(self._build, self.shards, self.s, n, self.devices, self.say)

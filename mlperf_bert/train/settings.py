@@ -7,17 +7,21 @@ The groups follow the code that reads them: the model's size overrides, the opti
 resume checkpoints, the INIT phase, the submission's names, tinygrad's own settings. Every field names the platform
 key it holds (schemas/platform.schema.yaml: the keys, their types and defaults); four are derived by resolve (SEED,
 GLOBAL_BATCH_SIZE, FLOAT, MAX_EVAL_STEPS). The flat mapping of keys (`as_dict`, `from_dict`) is only for the edges:
-the train rule's params, the environment exported to tinygrad, the settings file of the two-process mode, the
-HParam lines. Nothing here imports tinygrad.
+the train rule's params, the environment exported to tinygrad, the HParam lines, and the settings file that hands
+the resolved value to the INIT and RUN processes (`write_json` / `read_json`: the flat keys as JSON, read back as
+they are, never resolved again). Nothing here imports tinygrad.
 """
 from __future__ import annotations
-import dataclasses
+import dataclasses, json, os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from mlperf_bert.errors import UserError
+from mlperf_bert.fileio import atomic_path
 
 DERIVED = ("SEED", "GLOBAL_BATCH_SIZE", "FLOAT", "MAX_EVAL_STEPS")
+JSON_FORMAT = "mlperf-bert resolved settings 1"   # the settings file's `format` (write_json, read_json)
 
 
 def _key(key: str) -> Any:
@@ -167,3 +171,30 @@ class Settings:
 KEY_FIELDS: dict[str, str] = {f.metadata["key"]: (f"{g}.{f.name}" if g else f.name)
                               for g, kls in (("", Settings), *_GROUPS.items())
                               for f in dataclasses.fields(kls) if "key" in f.metadata}
+_TYPES = {"int": (int,), "float": (int, float), "bool": (bool,), "str": (str,), "None": (type(None),)}
+KEY_TYPES: dict[str, tuple[type, ...]] = {  # each key's field annotation as types (a float may be written as an int)
+  f.metadata["key"]: sum((_TYPES[n] for n in f.type.replace(" ", "").split("|")), ())
+  for kls in (Settings, *_GROUPS.values()) for f in dataclasses.fields(kls) if "key" in f.metadata}
+
+
+def write_json(s: Settings, path: str | os.PathLike) -> Path:
+  """Resolved settings as one JSON file (atomically): the flat keys (`as_dict`), floats written exactly."""
+  with atomic_path(path) as tmp:
+    tmp.write_text(json.dumps({"format": JSON_FORMAT, "settings": s.as_dict()}, indent=1) + "\n")
+  return Path(path)
+
+
+def read_json(path: str | os.PathLike) -> Settings:
+  """The settings write_json wrote, the same typed value: nothing is resolved again (no defaults filled, nothing
+  derived); a file of another format, an unknown key or a value of the wrong type is a one-line UserError."""
+  fix = "pass the settings file a train job wrote (write_json), or use --platform-file"
+  try: data = json.loads(Path(path).read_text())
+  except (OSError, ValueError) as e: raise UserError(f"{path}: cannot read resolved settings ({e}); {fix}") from None
+  if not isinstance(data, dict) or data.get("format") != JSON_FORMAT or not isinstance(data.get("settings"), dict):
+    raise UserError(f"{path}: not a settings file (expected {{\"format\": \"{JSON_FORMAT}\", \"settings\": {{...}}}}); {fix}")
+  flat = data["settings"]
+  bad = sorted(k for k, v in flat.items() if k in KEY_TYPES and (not isinstance(v, KEY_TYPES[k]) or
+                                                                 (isinstance(v, bool) and bool not in KEY_TYPES[k])))
+  if bad: raise UserError(f"{path}: {', '.join(f'{k}={flat[k]!r}' for k in bad)}: not of the setting's type; {fix}")
+  try: return Settings.from_dict(flat)
+  except UserError as e: raise UserError(f"{path}: {e}") from None

@@ -17,8 +17,8 @@ from mlperf_bert.constants import FEATURES
 from mlperf_bert.errors import UserError
 from mlperf_bert.train import cpu_threads, jitmem
 from mlperf_bert.train.model import BertConfig, BertForPretraining
-from mlperf_bert.train.optim import OptimConfig, ScheduledLAMB
-from mlperf_bert.train.settings import ModelSettings, OptimizerSettings, Settings
+from mlperf_bert.train.optim import ScheduledLAMB
+from mlperf_bert.train.settings import ModelSettings, Settings
 
 FLOAT_DTYPES = {"float32": dtypes.float32, "half": dtypes.half, "bfloat16": dtypes.bfloat16}
 
@@ -36,12 +36,6 @@ def model_config(bert_config: str | os.PathLike, m: ModelSettings, layers: int |
   if m.disable_dropout: over.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
   try: return dataclasses.replace(cfg, **over) if over else cfg
   except UserError as e: raise UserError(f"model size overrides {over}: {e}") from None
-
-
-def optim_config(o: OptimizerSettings) -> OptimConfig:
-  return OptimConfig(base_lr=o.base_lr, train_steps=o.train_steps, warmup_steps=o.warmup_steps, beta_1=o.beta_1,
-                     beta_2=o.beta_2, epsilon=o.epsilon, weight_decay=o.weight_decay, poly_power=o.poly_power,
-                     loss_scaler=o.loss_scaler)
 
 
 def new_model(cfg: BertConfig, s: Settings, seed: int) -> BertForPretraining:
@@ -73,8 +67,7 @@ class ModelTrainer:
       from mlperf_bert.train.init_weights import load_weights
       load_weights(self.model, init_weights, log=lambda msg: print(msg, flush=True))
     for p in self.model.parameters(): p.to_(devices if len(devices) > 1 else devices[0])
-    self.optimizer = ScheduledLAMB(self.model.decay_parameters(), self.model.no_decay_parameters(),
-                                   optim_config(s.optimizer))
+    self.optimizer = ScheduledLAMB(self.model.decay_parameters(), self.model.no_decay_parameters(), s.optimizer)
     self.train_step = TinyJit(self._train_step)
     self.eval_step = TinyJit(self._eval_step)
     # TRAIN_BEAM / EVAL_BEAM: the BEAM of each jitted step (train_bert sets BEAM.value before each; default BEAM)

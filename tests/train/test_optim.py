@@ -1,10 +1,18 @@
 """optim.py: schedule against the numpy formula, clipping, loss scaling, and LAMB steps against a numpy LAMB."""
+import dataclasses
+
 import numpy as np
 import pytest
 from tinygrad import Tensor
 from tinygrad.helpers import Context
 
-from mlperf_bert.train.optim import OptimConfig, ScheduledLAMB, lr_at
+from mlperf_bert.train.hparams import resolve
+from mlperf_bert.train.optim import CLIP_NORM, ScheduledLAMB, lr_at
+
+
+def _settings(**fields):
+  """The run's OptimizerSettings (the schema's defaults: LAMB's betas, epsilon, decay, power) with some fields set."""
+  return dataclasses.replace(resolve({}, seed=0, eval_examples=10).optimizer, **fields)
 
 
 def test_lr_formula_shape():
@@ -46,10 +54,10 @@ def _np_grads(w, b, x, y, scale=1.0):
 @pytest.mark.parametrize("loss_scaler,clip", [(1.0, 1.0), (2.0 ** 11, 1.0), (1.0, 0.05)])
 def test_lamb_steps_match_numpy(loss_scaler, clip):
   w0, b0, x, y = _quad_problem()
-  cfg = OptimConfig(base_lr=0.1, train_steps=6, warmup_steps=2, beta_1=0.8, beta_2=0.95, epsilon=1e-6,
-                    weight_decay=0.05, loss_scaler=loss_scaler, clip_norm=clip)
+  o = _settings(base_lr=0.1, train_steps=6, warmup_steps=2, beta_1=0.8, beta_2=0.95, epsilon=1e-6,
+                weight_decay=0.05, loss_scaler=loss_scaler)
   W, B = Tensor(w0).contiguous().realize(), Tensor(b0).contiguous().realize()
-  tr = ScheduledLAMB([W], [B], cfg)  # the bias in the group without weight decay
+  tr = ScheduledLAMB([W], [B], o, clip_norm=clip)  # the bias in the group without weight decay
   X, Y = Tensor(x), Tensor(y)
 
   ws, bs = w0.astype(np.float64), b0.astype(np.float64)
@@ -74,9 +82,9 @@ def test_lamb_steps_match_numpy(loss_scaler, clip):
 
 
 def test_schedule_on_device_matches_formula_with_power():
-  cfg = OptimConfig(base_lr=0.01, train_steps=12, warmup_steps=3, poly_power=0.5)
+  o = _settings(base_lr=0.01, train_steps=12, warmup_steps=3, poly_power=0.5)
   P = Tensor([1.0, 2.0]).contiguous().realize()
-  tr = ScheduledLAMB([P], [], cfg)
+  tr = ScheduledLAMB([P], [], o)
   got = []
   for _ in range(12):
     with Context(TRAINING=1):
@@ -89,9 +97,10 @@ def test_schedule_on_device_matches_formula_with_power():
 
 def test_clipping_bounds_the_update_norm():
   # a huge gradient: after clipping the first moment (1-b1)*g_clipped has norm (1-b1)*clip
-  cfg = OptimConfig(base_lr=0.0, train_steps=10, warmup_steps=1, beta_1=0.5, clip_norm=1.0)
+  o = _settings(base_lr=0.0, train_steps=10, warmup_steps=1, beta_1=0.5)
   P = Tensor([3.0, 4.0]).contiguous().realize()
-  tr = ScheduledLAMB([P], [], cfg)
+  tr = ScheduledLAMB([P], [], o)  # CLIP_NORM, train_bert's 1.0
+  assert CLIP_NORM == 1.0
   with Context(TRAINING=1):
     tr.zero_grad()
     (P * 1000.0).sum().backward()

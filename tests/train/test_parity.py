@@ -185,8 +185,10 @@ def test_eval_metric_matches_tinygrad(parity, trained):
 
 @pytest.mark.slow  # five training steps of the parity model, twice (two layouts)
 def test_run_evaluate_uses_the_setting(parity, trained, tmp_path):
-  """TrainRun._evaluate: EVAL_METRIC tinygrad gives the fixture's number, pooled gives correct/total."""
+  """train/evaluation.py's evaluate on a TrainRun's eval set: EVAL_METRIC tinygrad gives the fixture's number, pooled
+  gives correct/total."""
   from mlperf_bert.data.shards import write_shard
+  from mlperf_bert.train.evaluation import evaluate
   from mlperf_bert.train.run import TrainRun
   tool, exp, _, batches, _ = parity
   hp, steps, _ = trained
@@ -202,7 +204,7 @@ def test_run_evaluate_uses_the_setting(parity, trained, tmp_path):
     run = TrainRun(hp.replace(EVAL_METRIC=metric), RunInputs.of(
       shards=[tmp_path / "train.shard"], eval_set=tmp_path / "eval.shard", bert_config=config, log=tmp_path / "r.log",
       ckpt_dir=tmp_path / "ckpt", max_seq_length=s["SEQ"], max_predictions_per_seq=s["PRED"]), echo=False, progress=False)
-    results[metric] = run._evaluate(steps)[0]
+    results[metric] = evaluate(steps, run.eval_shard, run.s, run.devices)[0]
   assert results["tinygrad"] == pytest.approx(exp["eval_mean_masked_lm_accuracy"], abs=1e-7)
   _, pooled = _eval_numbers(steps, batches, s["EVAL_BATCHES"])
   assert results["pooled"] == pytest.approx(pooled, abs=1e-7)

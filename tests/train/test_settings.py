@@ -1,6 +1,6 @@
 """train/settings.py + hparams.resolve: one typed value of a run's settings, the schema the single source of its
 keys, defaults, bounds and of which keys change a run's numbers. No tinygrad, no training."""
-import dataclasses
+import dataclasses, json
 from pathlib import Path
 
 import pytest
@@ -9,7 +9,7 @@ import yaml
 from mlperf_bert.errors import UserError
 from mlperf_bert.train.hparams import (KNOWN, NOT_FINGERPRINTED, SCHEMA, fingerprinted, load_platform, resolve,
                                        rule_params)
-from mlperf_bert.train.settings import DERIVED, KEY_FIELDS, Settings
+from mlperf_bert.train.settings import DERIVED, KEY_FIELDS, JSON_FORMAT, Settings, read_json, write_json
 
 REPO = Path(__file__).resolve().parents[2]
 PROPS = yaml.safe_load(SCHEMA.read_text())["properties"]
@@ -51,3 +51,40 @@ def test_what_changes_the_numbers_is_the_schema_s_annotation():
 def test_bounds_and_choices_come_from_the_schema(over, msg):
   with pytest.raises(UserError, match=msg):
     resolve({}, over, eval_examples=100)
+
+
+@pytest.mark.parametrize("name", ["cpu", "dev_1gpu", "tinybox_green", "tinybox_red", "tinybox_8xMI300X"])
+def test_the_settings_file_reads_back_the_same_value(name, tmp_path):
+  """The train job hands its resolved settings to the INIT and RUN processes as JSON: read back, the same typed value
+  (floats to the bit), with and without the keys the rule's params leave out."""
+  s = resolve(load_platform(REPO / f"profiles/{name}/platform.yaml"), {"TRAIN_STEPS": 77, "DEBUG": 2,
+                                                                       "OPT_BASE_LEARNING_RATE": 0.1 + 0.2}, seed=5)
+  back = read_json(write_json(s, tmp_path / "s.json"))
+  assert back == s and back.optimizer.base_lr == 0.1 + 0.2 and back.tinygrad.debug == 2
+  job = Settings.from_dict(rule_params(s))  # what the train job has: the rule's params
+  assert read_json(write_json(job, tmp_path / "s.json")) == job and job.tinygrad.debug is None
+  assert [p.name for p in tmp_path.iterdir()] == ["s.json"]  # written atomically: no temp file left
+
+
+def test_the_settings_file_is_not_resolved_again(tmp_path, monkeypatch):
+  """Read as written: no default filled, nothing derived, no check of combinations (resolve made them once)."""
+  import mlperf_bert.train.hparams as hparams
+  monkeypatch.setattr(hparams, "resolve", lambda *a, **k: pytest.fail("resolve called"))
+  f = tmp_path / "s.json"
+  f.write_text(json.dumps({"format": JSON_FORMAT, "settings": {"SEED": 3, "TRAIN_STEPS": 2, "NUM_WARMUP_STEPS": 5}}))
+  s = read_json(f)  # resolve would refuse NUM_WARMUP_STEPS > TRAIN_STEPS and fill the betas' defaults
+  assert (s.seed, s.optimizer.train_steps, s.optimizer.warmup_steps, s.optimizer.beta_1) == (3, 2, 5, None)
+
+
+@pytest.mark.parametrize("text, expect", [
+  ("{", "cannot read resolved settings"),
+  ('{"settings": {}}', "not a settings file"),
+  ('{"format": "%s", "settings": {"BEAM_SIZE": 1}}' % JSON_FORMAT, "BEAM_SIZE"),
+  ('{"format": "%s", "settings": {"BS": "4", "CKPT": 1, "TARGET": true}}' % JSON_FORMAT,
+   "BS='4', CKPT=1, TARGET=True: not of the setting's type"),
+])
+def test_a_bad_settings_file_is_one_line_naming_it(tmp_path, text, expect):
+  f = tmp_path / "s.json"
+  f.write_text(text)
+  with pytest.raises(UserError) as e: read_json(f)
+  assert str(e.value).startswith(f"{f}: ") and expect in str(e.value) and "\n" not in str(e.value)

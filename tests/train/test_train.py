@@ -146,7 +146,7 @@ def test_nan_loss_aborts_with_kept_log(data, tmp_path):
 
 @pytest.mark.slow  # compiles a model's kernels or runs a real tool: tens of seconds on 2 cores
 def test_run_and_benchmark_time_and_print_steps_alike(data, tmp_path, capsys):
-  # one helper (TrainRun._timed_step) times and prints each step of the RUN loop and of benchmark()
+  # one helper (train/benchmark.py timed_step) times and prints each step of the RUN loop and of benchmark()
   run = make_run(data, tmp_path, TRAIN_STEPS=3, EVAL_STEP_FREQ=3, EVAL_SAMPLES=16, CKPT=False)
   run.echo = True
   figures = run.benchmark(3)

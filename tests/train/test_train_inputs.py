@@ -156,3 +156,30 @@ def test_init_weights_with_transposed_shapes_are_refused_before_compiling(tree, 
                                  f"[{I}, {H}], the model expects [{H}, {I}]; use the bert_config.json the checkpoint "
                                  "was converted with"), err
   assert _nothing_written(out) and not (tmp_path / "ckpt").exists() and took < 10
+
+
+def test_train_with_a_settings_file_uses_it_as_it_is(tree, tmp_path, capsys, monkeypatch):
+  """--settings (what the train job hands its INIT and RUN processes): read back, never resolved again, so the flags
+  that would resolve other settings are refused, one line each."""
+  from mlperf_bert.train import hparams, phases
+  from mlperf_bert.train.settings import write_json
+  s = resolve(load_platform(REPO / "profiles/cpu/platform.yaml"), {"EVAL_SAMPLES": 8}, seed=7, eval_examples=8)
+  f = write_json(s, tmp_path / "s.json")
+  out = tmp_path / "run" / "result_bert_7.log"
+  args = ["train", "--settings", str(f), "--shards", str(tree / "eval/eval.shard"), "--eval", str(tree / "eval/eval.shard"),
+          "--bert-config", str(tree / "bert_config.json"), "--max-seq-length", str(SEQ),
+          "--max-predictions-per-seq", str(PRED), "--out", str(out), "--ckpt-dir", str(tmp_path / "ckpt")]
+  for extra in (["--seed", "7"], ["--platform-file", str(REPO / "profiles/cpu/platform.yaml")], ["--set", "BS=8"]):
+    rc = main(args + extra)
+    assert rc == 2 and capsys.readouterr().err.strip().splitlines()[-1] == (
+      f"error: --settings {f} holds resolved settings, used as they are; drop {extra[0]} (or drop --settings and "
+      "resolve a platform file)")
+  rc = main(args[:1] + args[3:])
+  assert rc == 2 and capsys.readouterr().err.strip().endswith("error: train: pass --platform-file "
+                                                             "(profiles/<name>/platform.yaml) or --settings (the "
+                                                             "resolved settings a train job wrote)")
+  # with resolve gone, the run still gets its settings and goes on to check its inputs (the eval set as a shard)
+  for mod in (hparams, phases): monkeypatch.setattr(mod, "resolve", lambda *a, **k: pytest.fail("resolve called"))
+  rc = main(args)
+  assert rc == 2 and "eval.shard is the eval set, not a training shard" in capsys.readouterr().err
+  assert _nothing_written(out)
