@@ -156,7 +156,7 @@ def train_hparams(seed):
 
 @functools.lru_cache(maxsize=None)
 def _train_hparams(seed):
-    # resolved once per seed: Snakemake evaluates a job's params several times while planning (train, report_run)
+    # resolved once per seed: Snakemake evaluates a job's params several times while planning (train, report_runs)
     return rule_params(PLAN.settings(seed))
 
 
