@@ -12,7 +12,8 @@ from pathlib import Path
 
 from snakemake.utils import min_version
 
-from mlperf_bert.config import CONFIG_SCHEMA, check_basedir, check_seed_count, seeds_source, typed_config, validate_config
+from mlperf_bert.config import CONFIG_SCHEMA, check_basedir, check_seed_count, seeds_source, typed_config
+from mlperf_bert.config import validate_config
 from mlperf_bert.constants import RULESET
 from mlperf_bert.data import r2 as _r2
 from mlperf_bert.data.download import MANIFEST
