@@ -175,6 +175,36 @@ def _where(path) -> str:
   return ".".join(str(p) for p in path) or "(top level)"
 
 
+def max_seeds() -> int:
+  """The most seeds one workflow plans: `seeds`' maxItems in schemas/config.schema.yaml."""
+  return load_schema(CONFIG_SCHEMA)["properties"]["seeds"]["maxItems"]
+
+
+def seeds_source(configfiles: list[str | Path], cli_config: Any, base: str | Path) -> str:
+  """Where the run's `seeds` come from: `--config seeds=...`, else the last --configfile with a top-level `seeds:`
+  key, else the workflow's config.yaml (`base`). Read as text: a file is not parsed again."""
+  import re
+  if "seeds" in (cli_config or {}):
+    return "--config seeds=..."
+  for p in reversed(list(configfiles)):
+    try:
+      if re.search(r"^seeds\s*:", Path(p).read_text(encoding="utf-8", errors="replace"), re.M): return str(p)
+    except OSError:
+      continue
+  return str(base)
+
+
+def check_seed_count(seeds: Any, source: str) -> None:
+  """Refuse, in one line naming `source`, more seeds than one workflow plans (max_seeds()): Snakemake plans a
+  train, a provenance and a report job per seed, so planning time grows with them (bench/bench_dryrun.py)."""
+  bound = max_seeds()
+  if isinstance(seeds, list) and len(seeds) > bound:
+    raise UserError(f"{source}: {len(seeds):,} seeds, more than the {bound:,} one workflow plans (an MLPerf BERT "
+                    f"submission needs 10 runs and each seed is a multi-hour training run on GPUs; planning time "
+                    f"grows with the seeds); split the seeds over several config files, each with its own basedir, "
+                    f"of at most {bound:,} seeds")
+
+
 CONFIG_FIX = "Fix these keys in config.yaml, the --configfile or the --config you passed."
 
 
@@ -199,6 +229,9 @@ def validate_config(config: dict[str, Any], schema_path: str | Path, source: str
     elif err.validator in ("anyOf", "oneOf") and all("required" in o for o in err.validator_value):
       choices = " or ".join(" + ".join(o["required"]) for o in err.validator_value)
       problems.append(f"key '{where}' needs {choices}")
+    elif err.validator == "maxItems":  # the count, never the whole list (10,000 seeds)
+      problems.append(f"key '{where}' has {len(err.instance):,} entries, more than the maximum of "
+                      f"{err.validator_value:,}")
     elif err.validator == "required":
       problems.append(f"{err.message} (in '{where}')")
     else:

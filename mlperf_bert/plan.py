@@ -37,7 +37,7 @@ class WorkflowPlan:
   platform_file: Path
   rehearse: bool                   # config `rehearse`: the platform's path on this machine's CPU
   run_name: str                    # results/<run_name>/: the platform, or "<platform>-rehearsal"
-  seeds: list[int]                 # config `seeds`: one training run, provenance and report each
+  seeds: list[int]                 # config `seeds`: one training run, provenance record and figure each
   platform_settings: dict[str, Any]  # the platform file's settings (a rehearsal's, when rehearsing)
   rehearsal_notes: list[str]       # what a rehearsal changed (empty when not rehearsing)
   train_resources: dict[str, int]  # the train job's mem_mb and runtime

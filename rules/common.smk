@@ -12,7 +12,8 @@ from pathlib import Path
 
 from snakemake.utils import min_version
 
-from mlperf_bert.config import CONFIG_SCHEMA, check_basedir, typed_config, validate_config
+from mlperf_bert.config import CONFIG_SCHEMA, check_basedir, check_seed_count, seeds_source, typed_config
+from mlperf_bert.config import validate_config
 from mlperf_bert.constants import RULESET
 from mlperf_bert.data import r2 as _r2
 from mlperf_bert.data.download import MANIFEST
@@ -31,6 +32,9 @@ try:
     # --config values arrive as text: typed in place, the one write into `config` (the jobs' scripts read
     # snakemake.config: the download bounds, the basedir, tinygrad_source)
     config.update(typed_config(config))
+    # too many seeds: one line naming the file that sets them, before the schema's list of problems
+    check_seed_count(config.get("seeds"), seeds_source(workflow.overwrite_configfiles, workflow.config_settings.config,
+                                                       REPO / "config.yaml"))
     validate_config(config, CONFIG_SCHEMA)
     check_basedir(config["basedir"], repo=REPO, workdir=Path.cwd())
     # The one plan of this run (mlperf_bert/plan.py), made once: the platform, its resolved settings and seeds, the
@@ -153,7 +157,7 @@ def train_hparams(seed):
 
 @functools.lru_cache(maxsize=None)
 def _train_hparams(seed):
-    # resolved once per seed: Snakemake evaluates a job's params several times while planning (train, report_run)
+    # resolved once per seed: Snakemake evaluates a job's params several times while planning (train, report_runs)
     return rule_params(PLAN.settings(seed))
 
 

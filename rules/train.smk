@@ -11,8 +11,8 @@ rule train:
         shards=lambda w: [ancient(p) for p in all_shards(w)],
         eval_set=ancient(B("eval/eval.shard")),
         bert_config=B("download/bert_config.json"),
-        init_weights=initial_checkpoint,
-        preflight=preflight_result,
+        init_weights=initial_checkpoint(),
+        preflight=preflight_result(),
     output:
         B(RESULT_LOG),
         # the train process's record of the shards, eval set and checkpoint it read and of the log it wrote

@@ -185,6 +185,29 @@ def write_provenance(out_path, *, log_path, inputs: dict[str, list], config: dic
   return rec
 
 
+def listed_shards(sums_path: str | os.PathLike) -> list[str]:
+  """The shards SHA256SUMS lists, as paths beside it, sorted by name: the provenance rule's shards (the workflow
+  writes SHA256SUMS from every topic's sidecar, so the rule needs no input that waits on the extract checkpoint,
+  which made Snakemake build each provenance job twice while planning). UserError (one line) for a line that is not
+  `<sha256>  <name>.shard` or a listed shard that is missing."""
+  sums = Path(sums_path)
+  names = []
+  try:
+    lines = sums.read_text(encoding="utf-8").splitlines()
+  except (OSError, UnicodeDecodeError) as e:
+    raise UserError(f"{sums}: cannot read it ({e}); rebuild it (rule shard_checksums)") from None
+  for n, line in enumerate(lines, 1):
+    h, sep, name = line.partition("  ")
+    if not sep or not re.fullmatch(r"[0-9a-f]{64}", h) or not re.fullmatch(r"[^/\\]+\.shard", name):
+      raise UserError(f"{sums}:{n}: not '<sha256>  <name>.shard' ({line[:80]!r}); rebuild it (rule shard_checksums)")
+    names.append(name)
+  paths = [str(sums.parent / name) for name in sorted(names)]
+  for q in paths:
+    if not Path(q).is_file():
+      raise UserError(f"{sums}: lists {Path(q).name}, which is missing; rebuild the shards (snakemake all)")
+  return paths
+
+
 def read_provenance(path: str | os.PathLike) -> dict[str, Any]:
   try:
     rec = json.loads(Path(path).read_text())

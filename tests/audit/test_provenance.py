@@ -7,7 +7,8 @@ import pytest
 
 from mlperf_bert.errors import UserError
 from mlperf_bert.fileio import file_digest
-from mlperf_bert.audit.provenance import SCHEMA, read_provenance, verify_provenance, write_provenance
+from mlperf_bert.audit.provenance import SCHEMA, listed_shards, read_provenance, verify_provenance, write_provenance
+from mlperf_bert.data.shards import write_sha256sums, write_sidecar
 from conftest import FIXTURES
 
 REPO = Path(__file__).resolve().parents[2]
@@ -110,3 +111,18 @@ def test_missing_input_is_a_user_error(tmp_path):
                      inputs={"shards": [base / "shards/nope.shard"]}, config={}, seed=1, platform="cpu", command="x",
                      repo_dir=REPO)
   assert not (tmp_path / "p.json").exists()
+
+
+def test_the_provenance_rule_hashes_the_shards_sha256sums_lists(tmp_path):
+  """The provenance rule's shards are those the workflow's SHA256SUMS lists (every topic's sidecar), sorted as the
+  topics are; a line that is not `<sha256>  <name>.shard`, or a listed shard that is gone, is one line."""
+  shards = tiny_tree(tmp_path)["shards"]
+  sums = write_sha256sums(tmp_path / "shards/SHA256SUMS", [write_sidecar(p) for p in reversed(shards)])
+  assert listed_shards(sums) == [str(p) for p in sorted(shards)]
+  text = sums.read_text()
+  sums.write_text(text + f"{'0' * 64}  ../eval/eval.shard\n")
+  with pytest.raises(UserError, match=r"SHA256SUMS:3: not '<sha256>  <name>.shard'.*rule shard_checksums"):
+    listed_shards(sums)
+  sums.write_text(text); shards[1].unlink()
+  with pytest.raises(UserError, match=rf"SHA256SUMS: lists {shards[1].name}, which is missing"):
+    listed_shards(sums)

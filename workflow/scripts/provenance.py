@@ -1,6 +1,6 @@
 # rule provenance: the JSON record beside a result log (config, versions, git, hashes of every input).
 from jobglue import REPO, job_log
-from mlperf_bert.audit.provenance import trainer_entry, write_provenance
+from mlperf_bert.audit.provenance import listed_shards, trainer_entry, write_provenance
 from mlperf_bert.snakejob import recorded_command
 
 with job_log(snakemake.log[0]):
@@ -10,7 +10,7 @@ with job_log(snakemake.log[0]):
         log_path=i.log,
         inputs={
             "downloads": list(i.downloads),
-            "shards": list(i.shards),
+            "shards": listed_shards(i.shard_sums),  # every shard SHA256SUMS lists (the workflow's topics)
             "shard_sums": [i.shard_sums],
             "eval": [i.eval],
             "checkpoint": list(i.checkpoint),
