@@ -36,8 +36,6 @@ want="$(sha256sum pyproject.toml | cut -c1-16) [$extras]"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "setup: installing the package into .venv${extras:+ with extras [$extras]}" >&2
   .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-  # --no-compile: Python compiles a module's bytecode when it first imports it; compiling all 18,500 files of
-  # tensorflow, torch and transformers up front, most never imported here, costs about 2 min on 2 cores (7 ms a file)
-  .venv/bin/python -m pip install -q --no-compile -e ".${extras:+[$extras]}"
+  .venv/bin/python -m pip install -q -e ".${extras:+[$extras]}"
   echo "$want" > "$stamp"
 fi
