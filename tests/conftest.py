@@ -3,11 +3,6 @@ fixtures and hands the longest test files out first."""
 import collections, os, resource, sys
 from pathlib import Path
 
-# tinygrad, in this process and every child (Snakemake, its jobs): no SPEC checks of its own rewrites and no compile
-# worker pool (xdist's two workers would get a pool of one each). Neither changes a kernel or a number; both only
-# cost: 5-15 % of a tiny training process's CPU (Xeon-2, 2026-12-02). Set before any test module imports tinygrad.
-os.environ.setdefault("SPEC", "0")
-os.environ.setdefault("PARALLEL", "0")
 
 import pytest
 
@@ -95,13 +90,13 @@ def pytest_terminal_summary(terminalreporter):
 @pytest.fixture(scope="module")
 def quick_kernels():
   """For modules that check runs, resumes, logs, records and the workflow, not kernels: tinygrad lowers each kernel
-  without its optimizations (NOOPT=1), in this process and in the children it starts (Snakemake, its jobs): about
-  a quarter less CPU for a tiny model's training process (Xeon-2, 2026-12-02). The kernels the product runs, with
-  their optimizations, are checked by test_parity.py (against tinygrad's own numbers), test_model.py, the dress and
-  the demo's schedule."""
+  without its optimizations (NOOPT=1) and without a compile worker pool (PARALLEL=0), in this process and in the
+  children it starts. The kernels the product runs, with their optimizations, are checked by test_parity.py (against
+  tinygrad's own numbers), test_model.py, the end-to-end runs, the rehearsal and the dress."""
   from tinygrad.helpers import Context
-  with pytest.MonkeyPatch.context() as mp, Context(NOOPT=1):
+  with pytest.MonkeyPatch.context() as mp, Context(NOOPT=1, PARALLEL=0):
     mp.setenv("NOOPT", "1")
+    mp.setenv("PARALLEL", "0")
     yield
 
 

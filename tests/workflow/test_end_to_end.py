@@ -46,7 +46,7 @@ class Run:
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory, quick_kernels) -> Run:
+def run(tmp_path_factory) -> Run:
   r = Run(tmp_path_factory.mktemp("e2e"))
   # the basedir relative to the working directory, as the demo's; eval.md5 where neither the tree nor the checkout
   # is (the checkout's own copy is named relative to the working directory only when it lies inside it: the demo,

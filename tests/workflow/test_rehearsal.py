@@ -58,7 +58,7 @@ def cache(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def green(tmp_path_factory, cache, quick_kernels):
+def green(tmp_path_factory, cache):
   wd = tmp_path_factory.mktemp("rehearse")
   shared = tmp_path_factory.mktemp("shared")
   shutil.copy2(REPO / "resources/demo/eval.md5", shared / "eval.md5")
