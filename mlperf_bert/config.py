@@ -196,7 +196,7 @@ def seeds_source(configfiles: list[str | Path], cli_config: Any, base: str | Pat
 
 def check_seed_count(seeds: Any, source: str) -> None:
   """Refuse, in one line naming `source`, more seeds than one workflow plans (max_seeds()): Snakemake plans a
-  train, a provenance and a report job per seed, so planning time grows with them (bench/bench_dryrun.py)."""
+  train and a provenance job per seed (one report job draws them all), so planning time grows with them (bench/bench_dryrun.py)."""
   bound = max_seeds()
   if isinstance(seeds, list) and len(seeds) > bound:
     raise UserError(f"{source}: {len(seeds):,} seeds, more than the {bound:,} one workflow plans (an MLPerf BERT "
