@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A real single-node SLURM cluster on this machine, for CI and for trying the SLURM workflow (docs/slurm.md):
 #   bash scripts/slurm-cluster.sh up      # install (apt) when missing, configure, start munged/slurmctld/slurmd
+#   bash scripts/slurm-cluster.sh install # only install the packages (scripts/test.sh runs it in the background)
 #   bash scripts/slurm-cluster.sh status  # sinfo
 #   bash scripts/slurm-cluster.sh down    # stop what `up` started, remove the config it wrote
 # The node `localhost` has this machine's CPUs, its available memory minus 2 GB, and one fake GPU (a GRES on
@@ -21,12 +22,15 @@ SUDO=""
 say() { echo "slurm-cluster: $*" >&2; }
 
 install_packages() {
+  # one install at a time (scripts/test.sh starts one in the background; `up` may come while it runs): wait for it
+  exec 9>"${TMPDIR:-/tmp}/mlperf-bert-slurm-install.lock"
+  flock 9
   local missing=()
   command -v slurmctld >/dev/null || missing+=(slurmctld)
   command -v slurmd >/dev/null || missing+=(slurmd)
   command -v sbatch >/dev/null || missing+=(slurm-client)
   command -v munged >/dev/null || missing+=(munge)
-  [ ${#missing[@]} -eq 0 ] && return
+  [ ${#missing[@]} -eq 0 ] && { exec 9>&-; return; }
   say "installing ${missing[*]} with apt"
   # the packages' scripts would start the daemons through /etc/init.d (and fail: no config yet); a temporary
   # policy-rc.d forbids that, as in containers; this script starts them itself
@@ -34,10 +38,12 @@ install_packages() {
   if [ ! -e "$prc" ]; then
     printf '#!/bin/sh\nexit 101\n' | $SUDO tee "$prc" >/dev/null && $SUDO chmod 755 "$prc" && added=1
   fi
-  $SUDO apt-get update -qq || rc=$?
-  [ "$rc" -eq 0 ] && { DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
+  # another apt-get (setup.sh's clang) may hold dpkg's lock: wait for it rather than fail
+  $SUDO apt-get -o DPkg::Lock::Timeout=600 update -qq || rc=$?
+  [ "$rc" -eq 0 ] && { DEBIAN_FRONTEND=noninteractive $SUDO apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends \
     slurmctld slurmd slurm-client munge >/dev/null || rc=$?; }
   [ -n "$added" ] && $SUDO rm -f "$prc"
+  exec 9>&-
   [ "$rc" -eq 0 ] || { say "apt-get failed ($rc)"; exit "$rc"; }
 }
 
@@ -164,7 +170,8 @@ down() {
 
 case "${1:-}" in
   up) up ;;
+  install) install_packages ;;
   down) down ;;
   status) sinfo ;;
-  *) echo "usage: $0 up|down|status   (state and logs in \$SLURM_CLUSTER_DIR, default $DIR)" >&2; exit 2 ;;
+  *) echo "usage: $0 up|install|down|status   (state and logs in \$SLURM_CLUSTER_DIR, default $DIR)" >&2; exit 2 ;;
 esac
