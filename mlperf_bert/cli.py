@@ -236,9 +236,9 @@ def _add_train(sub) -> None:
                                  "are exported before tinygrad is imported; they win over the same variables in "
                                  "the environment (a note says so).")
   p.add_argument("--platform-file", help="profiles/<name>/platform.yaml (or --settings)")
-  p.add_argument("--settings", metavar="FILE", help="resolved settings as JSON, as the train rule's job hands them to "
-                 "its INIT and RUN processes: used as they are, never resolved again, so --platform-file, --set and "
-                 "--seed are refused with it")
+  p.add_argument("--settings", metavar="FILE", help="resolved settings as JSON (a file, or - for standard input, as "
+                 "the train rule's job hands them to its INIT and RUN processes): used as they are, never resolved "
+                 "again, so --platform-file, --set and --seed are refused with it")
   p.add_argument("--set", nargs="*", metavar="KEY=VALUE", help="override platform keys (YAML values)")
   p.add_argument("--shards", required=True, nargs="+", help="training shards: *.shard files or directories of them")
   p.add_argument("--eval", required=True, help="the eval set shard")

@@ -10,8 +10,8 @@ process shares nothing else with it: it imports tinygrad afresh and captures its
 
 The platform key INIT_PROCESS chooses: `separate` (tinygrad's; the default) runs `python -m mlperf_bert train
 --phase init`, then `--phase run`, each a new process with the platform's tinygrad environment and the job's
-resolved settings (one JSON file beside the work log, `--settings`: read back as they are, not resolved again; removed
-when the job ends), its output appended to the job's log; `same` runs both phases in this process
+resolved settings (JSON on its standard input, `--settings -`: read back as they are, not resolved again; no file,
+so a killed job leaves none behind), its output appended to the job's log; `same` runs both phases in this process
 (TrainRun.run(phase="all")). Nothing here imports tinygrad (the `same` branch does, after the caller exported the
 platform's environment).
 """
@@ -23,7 +23,7 @@ from typing import Any
 from mlperf_bert.errors import UserError
 from mlperf_bert.train.hparams import load_platform, resolve, tinygrad_env
 from mlperf_bert.train.inputs import RunInputs
-from mlperf_bert.train.settings import Settings, read_json, write_json
+from mlperf_bert.train.settings import Settings, read_json, to_json
 
 PACKAGE_PARENT = Path(__file__).resolve().parents[2]   # the folder that holds mlperf_bert/ (for the children)
 
@@ -35,19 +35,15 @@ class PhaseProcess:
   seconds: float  # wall time of the process, start to exit
 
 
-def settings_path(inputs: RunInputs) -> Path:
-  """The job's settings file, beside its work log: result_bert_<seed>.settings.json."""
-  return inputs.work_log.with_name(f"{inputs.log.stem}.settings.json")
-
-
 def command_settings(platform_file, overrides: dict[str, Any] | None, seed: int | None, eval_set,
                      settings_file=None) -> Settings:
   """The settings of `python -m mlperf_bert train`: a platform file with its --set overrides and --seed (default 0),
-  resolved here, once; or --settings, the resolved settings this job's train_job wrote, read as they are (resolve
-  is not called again) and so refused beside --platform-file, --set or --seed."""
+  resolved here, once; or --settings (a file, or - for standard input: what train_job hands its processes), the
+  resolved settings read as they are (resolve is not called again) and so refused beside --platform-file, --set
+  or --seed."""
   if settings_file is None:
     if platform_file is None: raise UserError("train: pass --platform-file (profiles/<name>/platform.yaml) or "
-                                              "--settings (the resolved settings a train job wrote)")
+                                              "--settings (resolved settings as JSON: a file, or - for standard input)")
     from mlperf_bert.data.shards import Shard
     return resolve(load_platform(platform_file), overrides, seed=0 if seed is None else seed,
                    eval_examples=len(Shard(eval_set)), where="--set")
@@ -75,9 +71,10 @@ def _failure_detail(log: Path | None, offset: int) -> str:
   return f"{last} (its output: {log})"
 
 
-def run_phase(phase: str, cmd: list[str], env: dict[str, str], log: Path | None) -> PhaseProcess:
-  """Run one phase's process to its end, its stdout and stderr appended to `log` (None: this process's); a
-  non-zero exit is a one-line UserError naming the phase and the log. Interrupted (Ctrl-C, the job stopped), it
+def run_phase(phase: str, cmd: list[str], env: dict[str, str], log: Path | None, stdin: str | None = None
+              ) -> PhaseProcess:
+  """Run one phase's process to its end, `stdin` (text) on its standard input, its stdout and stderr appended to
+  `log` (None: this process's); a non-zero exit is a one-line UserError naming the phase and the log. Interrupted (Ctrl-C, the job stopped), it
   gives the child (which usually got the same signal through its process group) 2 s to stop, then sends it SIGINT
   (the resumable way: checkpoints are written atomically) and after 30 s SIGKILL. Killed itself, its child gets
   SIGTERM (Linux: PR_SET_PDEATHSIG), so no orphan goes on writing the work log."""
@@ -89,8 +86,13 @@ def run_phase(phase: str, cmd: list[str], env: dict[str, str], log: Path | None)
   out = open(log, "a") if log is not None else None
   try:
     p = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT if out else None,
+                         stdin=subprocess.PIPE if stdin is not None else None,
                          preexec_fn=_die_with_parent if sys.platform == "linux" else None)
     try:
+      if stdin is not None:
+        try: p.stdin.write(stdin.encode())
+        except BrokenPipeError: pass  # the child ended before reading: its exit code and log say why
+        finally: p.stdin.close()
       rc = p.wait()
     except BaseException:  # the child mostly got the same signal; else it is asked, then made, to stop
       for sig, secs in ((None, 2), (signal.SIGINT, 30), (signal.SIGKILL, None)):
@@ -113,7 +115,8 @@ def train_job(s: Settings, inputs: RunInputs, *, log=None, stop_after: int | Non
   """The train rule: train with resolved settings `s` on `inputs` and write the result log `inputs.log`.
 
   INIT_PROCESS separate: the INIT phase, then the RUN phase, each in a new process (`python -m mlperf_bert train
-  --phase init|run --settings FILE`, which reads `s` back unresolved; output appended to `log`); returns their
+  --phase init|run --settings -`, which reads `s` back unresolved from its standard input; output appended to
+  `log`); returns their
   PhaseProcess records. A failing phase is a one-line UserError; the result log is only ever written, whole, at the
   end of the RUN phase. A rerun after a killed RUN phase resumes: the INIT process keeps a resumable work log and
   checkpoint (TrainRun.run). INIT_PROCESS same: both phases in this process; returns TrainRun.run's RunResult."""
@@ -126,12 +129,9 @@ def train_job(s: Settings, inputs: RunInputs, *, log=None, stop_after: int | Non
   env = {**os.environ, **tinygrad_env(s), "PYTHONUNBUFFERED": "1", "PYTHONPATH": os.pathsep.join(dict.fromkeys(paths))}
   env.pop("BENCHMARK", None)  # the CLI's --benchmark default; the phases never benchmark
   log = Path(log) if log is not None else None
-  settings = write_json(s, settings_path(inputs))
-  try:
-    cmd = [sys.executable, "-m", "mlperf_bert", "train", "--settings", str(settings), *inputs.argv(), "--benchmark", "0"]
-    done = [run_phase("init", cmd + ["--phase", "init"], env, log)]
-    done.append(run_phase("run", cmd + ["--phase", "run"]
-                          + (["--stop-after", str(stop_after)] if stop_after is not None else []), env, log))
-  finally:
-    settings.unlink(missing_ok=True)
+  settings = to_json(s)
+  cmd = [sys.executable, "-m", "mlperf_bert", "train", "--settings", "-", *inputs.argv(), "--benchmark", "0"]
+  done = [run_phase("init", cmd + ["--phase", "init"], env, log, stdin=settings)]
+  done.append(run_phase("run", cmd + ["--phase", "run"]
+                        + (["--stop-after", str(stop_after)] if stop_after is not None else []), env, log, stdin=settings))
   return done

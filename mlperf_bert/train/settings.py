@@ -7,21 +7,21 @@ The groups follow the code that reads them: the model's size overrides, the opti
 resume checkpoints, the INIT phase, the submission's names, tinygrad's own settings. Every field names the platform
 key it holds (schemas/platform.schema.yaml: the keys, their types and defaults); four are derived by resolve (SEED,
 GLOBAL_BATCH_SIZE, FLOAT, MAX_EVAL_STEPS). The flat mapping of keys (`as_dict`, `from_dict`) is only for the edges:
-the train rule's params, the environment exported to tinygrad, the HParam lines, and the settings file that hands
-the resolved value to the INIT and RUN processes (`write_json` / `read_json`: the flat keys as JSON, read back as
-they are, never resolved again). Nothing here imports tinygrad.
+the train rule's params, the environment exported to tinygrad, the HParam lines, and the JSON that hands the
+resolved value to the INIT and RUN processes on their standard input (`to_json` / `read_json`: the flat keys, read
+back as they are, never resolved again; `train --settings FILE` reads the same from a file). Nothing here imports
+tinygrad.
 """
 from __future__ import annotations
-import dataclasses, json, os
+import dataclasses, json, os, sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from mlperf_bert.errors import UserError
-from mlperf_bert.fileio import atomic_path
 
 DERIVED = ("SEED", "GLOBAL_BATCH_SIZE", "FLOAT", "MAX_EVAL_STEPS")
-JSON_FORMAT = "mlperf-bert resolved settings 1"   # the settings file's `format` (write_json, read_json)
+JSON_FORMAT = "mlperf-bert resolved settings 1"   # the settings JSON's `format` (to_json, read_json)
 
 
 def _key(key: str) -> Any:
@@ -177,18 +177,19 @@ KEY_TYPES: dict[str, tuple[type, ...]] = {  # each key's field annotation as typ
   for kls in (Settings, *_GROUPS.values()) for f in dataclasses.fields(kls) if "key" in f.metadata}
 
 
-def write_json(s: Settings, path: str | os.PathLike) -> Path:
-  """Resolved settings as one JSON file (atomically): the flat keys (`as_dict`), floats written exactly."""
-  with atomic_path(path) as tmp:
-    tmp.write_text(json.dumps({"format": JSON_FORMAT, "settings": s.as_dict()}, indent=1) + "\n")
-  return Path(path)
+def to_json(s: Settings) -> str:
+  """Resolved settings as JSON text: the flat keys (`as_dict`), floats written exactly."""
+  return json.dumps({"format": JSON_FORMAT, "settings": s.as_dict()}, indent=1) + "\n"
 
 
 def read_json(path: str | os.PathLike) -> Settings:
-  """The settings write_json wrote, the same typed value: nothing is resolved again (no defaults filled, nothing
-  derived); a file of another format, an unknown key or a value of the wrong type is a one-line UserError."""
-  fix = "pass the settings file a train job wrote (write_json), or use --platform-file"
-  try: data = json.loads(Path(path).read_text())
+  """The settings to_json wrote, from the file `path` or, for "-", standard input: the same typed value, nothing
+  resolved again (no defaults filled, nothing derived); another format, an unknown key or a value of the wrong type
+  is a one-line UserError."""
+  fix = "pass the JSON a train job hands its phases (settings.to_json), or use --platform-file"
+  stdin = str(path) == "-"
+  path = "standard input" if stdin else path  # the name every message below gives
+  try: data = json.loads(sys.stdin.read() if stdin else Path(path).read_text())
   except (OSError, ValueError) as e: raise UserError(f"{path}: cannot read resolved settings ({e}); {fix}") from None
   if not isinstance(data, dict) or data.get("format") != JSON_FORMAT or not isinstance(data.get("settings"), dict):
     raise UserError(f"{path}: not a settings file (expected {{\"format\": \"{JSON_FORMAT}\", \"settings\": {{...}}}}); {fix}")

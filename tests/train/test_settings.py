@@ -1,6 +1,6 @@
 """train/settings.py + hparams.resolve: one typed value of a run's settings, the schema the single source of its
 keys, defaults, bounds and of which keys change a run's numbers. No tinygrad, no training."""
-import dataclasses, json
+import dataclasses, io, json
 from pathlib import Path
 
 import pytest
@@ -9,7 +9,7 @@ import yaml
 from mlperf_bert.errors import UserError
 from mlperf_bert.train.hparams import (KNOWN, NOT_FINGERPRINTED, SCHEMA, fingerprinted, load_platform, resolve,
                                        rule_params)
-from mlperf_bert.train.settings import DERIVED, KEY_FIELDS, JSON_FORMAT, Settings, read_json, write_json
+from mlperf_bert.train.settings import DERIVED, KEY_FIELDS, JSON_FORMAT, Settings, read_json, to_json
 
 REPO = Path(__file__).resolve().parents[2]
 PROPS = yaml.safe_load(SCHEMA.read_text())["properties"]
@@ -54,16 +54,18 @@ def test_bounds_and_choices_come_from_the_schema(over, msg):
 
 
 @pytest.mark.parametrize("name", ["cpu", "dev_1gpu", "tinybox_green", "tinybox_red", "tinybox_8xMI300X"])
-def test_the_settings_file_reads_back_the_same_value(name, tmp_path):
-  """The train job hands its resolved settings to the INIT and RUN processes as JSON: read back, the same typed value
-  (floats to the bit), with and without the keys the rule's params leave out."""
+def test_the_settings_file_reads_back_the_same_value(name, tmp_path, monkeypatch):
+  """The train job hands its resolved settings to the INIT and RUN processes as JSON on their standard input
+  (`--settings -`); `train --settings FILE` reads the same as a file: read back, the same typed value (floats to the
+  bit), with and without the keys the rule's params leave out."""
   s = resolve(load_platform(REPO / f"profiles/{name}/platform.yaml"), {"TRAIN_STEPS": 77, "DEBUG": 2,
                                                                        "OPT_BASE_LEARNING_RATE": 0.1 + 0.2}, seed=5)
-  back = read_json(write_json(s, tmp_path / "s.json"))
+  monkeypatch.setattr("sys.stdin", io.StringIO(to_json(s)))
+  back = read_json("-")                                       # what the phases read
   assert back == s and back.optimizer.base_lr == 0.1 + 0.2 and back.tinygrad.debug == 2
   job = Settings.from_dict(rule_params(s))  # what the train job has: the rule's params
-  assert read_json(write_json(job, tmp_path / "s.json")) == job and job.tinygrad.debug is None
-  assert [p.name for p in tmp_path.iterdir()] == ["s.json"]  # written atomically: no temp file left
+  (tmp_path / "s.json").write_text(to_json(job))
+  assert read_json(tmp_path / "s.json") == job and job.tinygrad.debug is None
 
 
 def test_the_settings_file_is_not_resolved_again(tmp_path, monkeypatch):

@@ -162,9 +162,10 @@ def test_train_with_a_settings_file_uses_it_as_it_is(tree, tmp_path, capsys, mon
   """--settings (what the train job hands its INIT and RUN processes): read back, never resolved again, so the flags
   that would resolve other settings are refused, one line each."""
   from mlperf_bert.train import hparams, phases
-  from mlperf_bert.train.settings import write_json
+  from mlperf_bert.train.settings import to_json
   s = resolve(load_platform(REPO / "profiles/cpu/platform.yaml"), {"EVAL_SAMPLES": 8}, seed=7, eval_examples=8)
-  f = write_json(s, tmp_path / "s.json")
+  f = tmp_path / "s.json"
+  f.write_text(to_json(s))
   out = tmp_path / "run" / "result_bert_7.log"
   args = ["train", "--settings", str(f), "--shards", str(tree / "eval/eval.shard"), "--eval", str(tree / "eval/eval.shard"),
           "--bert-config", str(tree / "bert_config.json"), "--max-seq-length", str(SEQ),
@@ -176,8 +177,9 @@ def test_train_with_a_settings_file_uses_it_as_it_is(tree, tmp_path, capsys, mon
       "resolve a platform file)")
   rc = main(args[:1] + args[3:])
   assert rc == 2 and capsys.readouterr().err.strip().endswith("error: train: pass --platform-file "
-                                                             "(profiles/<name>/platform.yaml) or --settings (the "
-                                                             "resolved settings a train job wrote)")
+                                                             "(profiles/<name>/platform.yaml) or --settings "
+                                                             "(resolved settings as JSON: a file, or - for standard "
+                                                             "input)")
   # with resolve gone, the run still gets its settings and goes on to check its inputs (the eval set as a shard)
   for mod in (hparams, phases): monkeypatch.setattr(mod, "resolve", lambda *a, **k: pytest.fail("resolve called"))
   rc = main(args)
