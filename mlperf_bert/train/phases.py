@@ -74,9 +74,9 @@ def _failure_detail(log: Path | None, offset: int) -> str:
 def run_phase(phase: str, cmd: list[str], env: dict[str, str], log: Path | None, stdin: str | None = None
               ) -> PhaseProcess:
   """Run one phase's process to its end, `stdin` (text) on its standard input, its stdout and stderr appended to
-  `log` (None: this process's); a non-zero exit is a one-line UserError naming the phase and the log. Interrupted (Ctrl-C, the job stopped), it
-  gives the child (which usually got the same signal through its process group) 2 s to stop, then sends it SIGINT
-  (the resumable way: checkpoints are written atomically) and after 30 s SIGKILL. Killed itself, its child gets
+  `log` (None: this process's); a non-zero exit is a one-line UserError naming the phase and the log. Interrupted
+  (Ctrl-C, the job stopped), it gives the child (which usually got the same signal through its process group) 2 s
+  to stop, then sends it SIGINT (the resumable way: checkpoints are written atomically) and after 30 s SIGKILL. Killed itself, its child gets
   SIGTERM (Linux: PR_SET_PDEATHSIG), so no orphan goes on writing the work log."""
   sys.stdout.flush(); sys.stderr.flush()
   if log is not None: log.parent.mkdir(parents=True, exist_ok=True)
@@ -116,8 +116,7 @@ def train_job(s: Settings, inputs: RunInputs, *, log=None, stop_after: int | Non
 
   INIT_PROCESS separate: the INIT phase, then the RUN phase, each in a new process (`python -m mlperf_bert train
   --phase init|run --settings -`, which reads `s` back unresolved from its standard input; output appended to
-  `log`); returns their
-  PhaseProcess records. A failing phase is a one-line UserError; the result log is only ever written, whole, at the
+  `log`); returns their PhaseProcess records. A failing phase is a one-line UserError; the result log is only ever written, whole, at the
   end of the RUN phase. A rerun after a killed RUN phase resumes: the INIT process keeps a resumable work log and
   checkpoint (TrainRun.run). INIT_PROCESS same: both phases in this process; returns TrainRun.run's RunResult."""
   if s.init.process == "same":  # resolve() checked it is separate or same
