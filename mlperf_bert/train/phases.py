@@ -116,9 +116,9 @@ def train_job(s: Settings, inputs: RunInputs, *, log=None, stop_after: int | Non
 
   INIT_PROCESS separate: the INIT phase, then the RUN phase, each in a new process (`python -m mlperf_bert train
   --phase init|run --settings -`, which reads `s` back unresolved from its standard input; output appended to
-  `log`); returns their PhaseProcess records. A failing phase is a one-line UserError; the result log is only ever written, whole, at the
-  end of the RUN phase. A rerun after a killed RUN phase resumes: the INIT process keeps a resumable work log and
-  checkpoint (TrainRun.run). INIT_PROCESS same: both phases in this process; returns TrainRun.run's RunResult."""
+  `log`); returns their PhaseProcess records. A failing phase is a one-line UserError; the result log is only ever
+  written, whole, at the end of the RUN phase. A rerun after a killed RUN phase resumes: the INIT process keeps a
+  resumable work log and checkpoint (TrainRun.run). INIT_PROCESS same: both phases in this process; returns TrainRun.run's RunResult."""
   if s.init.process == "same":  # resolve() checked it is separate or same
     from mlperf_bert.train.run import TrainRun
     res = TrainRun(s, inputs).run(stop_after=stop_after, phase="all")
