@@ -23,7 +23,10 @@ say() { echo "slurm-cluster: $*" >&2; }
 
 install_packages() {
   # one install at a time (scripts/test.sh starts one in the background; `up` may come while it runs): wait for it
-  exec 9>"${TMPDIR:-/tmp}/mlperf-bert-slurm-install.lock"
+  # (opened for reading: a lock file left by root still serves a sudo user)
+  local lock="${TMPDIR:-/tmp}/mlperf-bert-slurm-install.lock"
+  [ -e "$lock" ] || : >"$lock"
+  exec 9<"$lock"
   flock 9
   local missing=()
   command -v slurmctld >/dev/null || missing+=(slurmctld)
@@ -38,7 +41,7 @@ install_packages() {
   if [ ! -e "$prc" ]; then
     printf '#!/bin/sh\nexit 101\n' | $SUDO tee "$prc" >/dev/null && $SUDO chmod 755 "$prc" && added=1
   fi
-  # another apt-get (setup.sh's clang) may hold dpkg's lock: wait for it rather than fail
+  # another apt-get on this machine (unattended-upgrades, a user's install) may hold dpkg's lock: wait, not fail
   $SUDO apt-get -o DPkg::Lock::Timeout=600 update -qq || rc=$?
   [ "$rc" -eq 0 ] && { DEBIAN_FRONTEND=noninteractive $SUDO apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends \
     slurmctld slurmd slurm-client munge >/dev/null || rc=$?; }

@@ -188,14 +188,14 @@ def read_json(path: str | os.PathLike) -> Settings:
   is a one-line UserError."""
   fix = "pass the JSON a train job hands its phases (settings.to_json), or use --platform-file"
   stdin = str(path) == "-"
-  path = "standard input" if stdin else path  # the name every message below gives
+  name = "standard input" if stdin else path  # what every message below names
   try: data = json.loads(sys.stdin.read() if stdin else Path(path).read_text())
-  except (OSError, ValueError) as e: raise UserError(f"{path}: cannot read resolved settings ({e}); {fix}") from None
+  except (OSError, ValueError) as e: raise UserError(f"{name}: cannot read resolved settings ({e}); {fix}") from None
   if not isinstance(data, dict) or data.get("format") != JSON_FORMAT or not isinstance(data.get("settings"), dict):
-    raise UserError(f"{path}: not a settings file (expected {{\"format\": \"{JSON_FORMAT}\", \"settings\": {{...}}}}); {fix}")
+    raise UserError(f"{name}: not a settings file (expected {{\"format\": \"{JSON_FORMAT}\", \"settings\": {{...}}}}); {fix}")
   flat = data["settings"]
   bad = sorted(k for k, v in flat.items() if k in KEY_TYPES and (not isinstance(v, KEY_TYPES[k]) or
                                                                  (isinstance(v, bool) and bool not in KEY_TYPES[k])))
-  if bad: raise UserError(f"{path}: {', '.join(f'{k}={flat[k]!r}' for k in bad)}: not of the setting's type; {fix}")
+  if bad: raise UserError(f"{name}: {', '.join(f'{k}={flat[k]!r}' for k in bad)}: not of the setting's type; {fix}")
   try: return Settings.from_dict(flat)
-  except UserError as e: raise UserError(f"{path}: {e}") from None
+  except UserError as e: raise UserError(f"{name}: {e}") from None
