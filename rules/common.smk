@@ -28,19 +28,24 @@ min_version("9.0")
 
 REPO = Path(workflow.basedir)
 
-try:
-    # --config values arrive as text: typed in place, the one write into `config` (the jobs' scripts read
-    # snakemake.config: the download bounds, the basedir, tinygrad_source)
-    config.update(typed_config(config))
+
+def _make_plan(raw):
+    """The one plan of this run (mlperf_bert/plan.py), made once: the platform, its resolved settings and seeds, the
+    `train` overrides as the trainer runs them, the trainer and its source, the R2 datasets and downloads. --config
+    values arrive as text: they are typed into a copy (PLAN.config); Snakemake's `config` is never written (the jobs'
+    scripts type what they read of snakemake.config the same way, mlperf_bert.config.typed_config)."""
+    typed = typed_config(raw)
     # too many seeds: one line naming the file that sets them, before the schema's list of problems
-    check_seed_count(config.get("seeds"), seeds_source(workflow.overwrite_configfiles, workflow.config_settings.config,
-                                                       REPO / "config.yaml"))
-    validate_config(config, CONFIG_SCHEMA)
-    check_basedir(config["basedir"], repo=REPO, workdir=Path.cwd())
-    # The one plan of this run (mlperf_bert/plan.py), made once: the platform, its resolved settings and seeds, the
-    # `train` overrides as the trainer runs them, the trainer and its source, the R2 datasets and downloads. Every
-    # rules file reads PLAN; none writes into `config` or rebinds a name of another rules file.
-    PLAN = make_plan(config, REPO)
+    check_seed_count(typed.get("seeds"), seeds_source(workflow.overwrite_configfiles, workflow.config_settings.config,
+                                                      REPO / "config.yaml"))
+    validate_config(typed, CONFIG_SCHEMA)
+    check_basedir(typed["basedir"], repo=REPO, workdir=Path.cwd())
+    return make_plan(typed, REPO)
+
+
+# Every rules file reads PLAN; none writes into `config` or rebinds a name of another rules file.
+try:
+    PLAN = _make_plan(config)
 except UserError as e:
     raise WorkflowError(str(e))
 # printed once, here: what a rehearsal changes, and tinygrad's widened eval
@@ -164,7 +169,7 @@ def _train_hparams(seed):
 def use_initial_checkpoint():
     """Train from the converted MLPerf checkpoint when the config downloads it (never in a rehearsal: its model is
     the demo's size); else from a seeded random init."""
-    return "model.ckpt-28252.index" in config["sources"] and not PLAN.rehearse
+    return "model.ckpt-28252.index" in PLAN.config["sources"] and not PLAN.rehearse
 
 
 def initial_checkpoint(wildcards=None):
@@ -175,7 +180,7 @@ def initial_checkpoint(wildcards=None):
 def preflight_enabled():
     """Config key `preflight` (rules/preflight.smk): auto runs the check where the platform's division is closed
     (with the `train` overrides) and MLPerf's checkpoint is used; true always; false never."""
-    mode = config.get("preflight", "auto")
+    mode = PLAN.config.get("preflight", "auto")
     if mode == "auto":
         return PLAN.resolved.submission.division == "closed" and use_initial_checkpoint()
     return bool(mode)

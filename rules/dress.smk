@@ -20,7 +20,7 @@ rule dress_platform:
         table=report(B("report/dress/{platform}.txt"), caption="../workflow/report/dress.rst",
                      category="Dress rehearsal", labels={"platform": "{platform}"}),
     params:
-        layers=config.get("dress_layers"),
+        layers=PLAN.config.get("dress_layers"),
         overrides=PLAN.train,
         tinygrad=TINYGRAD_VERSION,
     log:

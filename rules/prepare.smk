@@ -41,7 +41,7 @@ rule verify_eval:
     input:
         text=extracted("eval.txt"),
         manifest=B("download", MANIFEST),
-        eval_md5=repo_path(config["eval_md5"]),
+        eval_md5=repo_path(PLAN.config["eval_md5"]),
     output:
         B("verified/eval.txt.ok"),
     log:

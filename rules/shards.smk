@@ -52,7 +52,7 @@ rule evalset:
     params:
         **PRE,
         shard_format=SHARD_FORMAT,
-        num_examples=config["eval_examples"],
+        num_examples=PLAN.eval_examples,
     log:
         B("logs/evalset/evalset.log"),
     conda:

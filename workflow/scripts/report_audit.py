@@ -2,9 +2,10 @@
 # as the run has it (mlperf_bert/plan.py: `train` as the trainer runs it).
 from jobglue import REPO, job_log
 from mlperf_bert.audit.report import audit_report
+from mlperf_bert.config import typed_config
 from mlperf_bert.plan import make_plan
 
 with job_log(snakemake.log[0]):
     p = snakemake.params
     print(audit_report(snakemake.output[0], p.basedir, ruleset=p.ruleset, workflow_dir=REPO,
-                       resolved_config=make_plan(dict(snakemake.config), REPO).config))
+                       resolved_config=make_plan(typed_config(snakemake.config), REPO).config))
