@@ -32,8 +32,9 @@ REPO = Path(workflow.basedir)
 def _make_plan(raw):
     """The one plan of this run (mlperf_bert/plan.py), made once: the platform, its resolved settings and seeds, the
     `train` overrides as the trainer runs them, the trainer and its source, the R2 datasets and downloads. --config
-    values arrive as text: they are typed into a copy (PLAN.config); Snakemake's `config` is never written (the jobs'
-    scripts type what they read of snakemake.config the same way, mlperf_bert.config.typed_config)."""
+    values arrive as text: they are typed into a copy (PLAN.config); Snakemake's `config` is never written (of
+    snakemake.config, the download jobs read the bounds as numbers, FetchPolicy.from_config; report_audit makes the
+    plan again from typed_config)."""
     typed = typed_config(raw)
     # too many seeds: one line naming the file that sets them, before the schema's list of problems
     check_seed_count(typed.get("seeds"), seeds_source(workflow.overwrite_configfiles, workflow.config_settings.config,

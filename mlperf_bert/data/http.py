@@ -42,7 +42,8 @@ class FetchPolicy:
 
   @classmethod
   def from_config(cls, download: dict | None) -> "FetchPolicy":
-    """The policy of config.yaml's `download:` (deadline_s, stall_s, max_file_bytes; validated by the schema)."""
+    """The policy of config.yaml's `download:` (deadline_s, stall_s, max_file_bytes; validated by the schema when
+    the workflow plans). A job's snakemake.config holds `--config` values as text: each is read as a number here."""
     d = download or {}
     deadline = float(d.get("deadline_s", cls.deadline_s))
     return cls(deadline_s=deadline, stall_s=float(d.get("stall_s", cls.stall_s)),
