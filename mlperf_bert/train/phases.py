@@ -76,8 +76,8 @@ def run_phase(phase: str, cmd: list[str], env: dict[str, str], log: Path | None,
   """Run one phase's process to its end, `stdin` (text) on its standard input, its stdout and stderr appended to
   `log` (None: this process's); a non-zero exit is a one-line UserError naming the phase and the log. Interrupted
   (Ctrl-C, the job stopped), it gives the child (which usually got the same signal through its process group) 2 s
-  to stop, then sends it SIGINT (the resumable way: checkpoints are written atomically) and after 30 s SIGKILL. Killed itself, its child gets
-  SIGTERM (Linux: PR_SET_PDEATHSIG), so no orphan goes on writing the work log."""
+  to stop, then sends it SIGINT (the resumable way: checkpoints are written atomically) and after 30 s SIGKILL.
+  Killed itself, its child gets SIGTERM (Linux: PR_SET_PDEATHSIG), so no orphan goes on writing the work log."""
   sys.stdout.flush(); sys.stderr.flush()
   if log is not None: log.parent.mkdir(parents=True, exist_ok=True)
   offset = log.stat().st_size if log is not None and log.exists() else 0
@@ -118,7 +118,8 @@ def train_job(s: Settings, inputs: RunInputs, *, log=None, stop_after: int | Non
   --phase init|run --settings -`, which reads `s` back unresolved from its standard input; output appended to
   `log`); returns their PhaseProcess records. A failing phase is a one-line UserError; the result log is only ever
   written, whole, at the end of the RUN phase. A rerun after a killed RUN phase resumes: the INIT process keeps a
-  resumable work log and checkpoint (TrainRun.run). INIT_PROCESS same: both phases in this process; returns TrainRun.run's RunResult."""
+  resumable work log and checkpoint (TrainRun.run). INIT_PROCESS same: both phases in this process; returns
+  TrainRun.run's RunResult."""
   if s.init.process == "same":  # resolve() checked it is separate or same
     from mlperf_bert.train.run import TrainRun
     res = TrainRun(s, inputs).run(stop_after=stop_after, phase="all")
@@ -131,6 +132,6 @@ def train_job(s: Settings, inputs: RunInputs, *, log=None, stop_after: int | Non
   settings = to_json(s)
   cmd = [sys.executable, "-m", "mlperf_bert", "train", "--settings", "-", *inputs.argv(), "--benchmark", "0"]
   done = [run_phase("init", cmd + ["--phase", "init"], env, log, stdin=settings)]
-  done.append(run_phase("run", cmd + ["--phase", "run"]
-                        + (["--stop-after", str(stop_after)] if stop_after is not None else []), env, log, stdin=settings))
+  stop = ["--stop-after", str(stop_after)] if stop_after is not None else []
+  done.append(run_phase("run", cmd + ["--phase", "run"] + stop, env, log, stdin=settings))
   return done
