@@ -50,17 +50,34 @@ def list_checkpoints(ckpt_dir: str | os.PathLike) -> list[tuple[int, Path]]:
   return sorted((int(m.group(1)), p) for p in d.iterdir() if (m := CKPT_RE.match(p.name)))
 
 
+def state_arrays(trainer: ModelTrainer) -> dict[str, np.ndarray]:
+  """The whole training state as host arrays: the trainer's state tensors (model/..., optim/...) and rng/<device>."""
+  arrays = {k: np.ascontiguousarray(to_numpy(t)) for k, t in trainer.state_tensors().items()}
+  arrays.update(rng_state())
+  return arrays
+
+
+def write_state(trainer: ModelTrainer, path: Path, *, step: int, position: int, seed: int, fingerprint: str) -> Path:
+  """The training state after `step` steps (the loader at sample `position`) to `path`, atomically."""
+  meta = {"step": str(step), "position": str(position), "seed": str(seed), "fingerprint": fingerprint,
+          "format": FORMAT}
+  with atomic_path(path) as tmp: save_file(state_arrays(trainer), str(tmp), metadata=meta)
+  return path
+
+
 def save_state(trainer: ModelTrainer, ckpt_dir: Path, *, step: int, position: int, seed: int, fingerprint: str,
                keep: int) -> Path:
   """Write the checkpoint of `step` (atomically) and remove all but the newest `keep`."""
-  arrays = {k: np.ascontiguousarray(to_numpy(t)) for k, t in trainer.state_tensors().items()}
-  arrays.update(rng_state())
-  meta = {"step": str(step), "position": str(position), "seed": str(seed), "fingerprint": fingerprint,
-          "format": FORMAT}
-  path = ckpt_dir / f"ckpt_{step:08d}.safetensors"
-  with atomic_path(path) as tmp: save_file(arrays, str(tmp), metadata=meta)
+  path = write_state(trainer, ckpt_dir / f"ckpt_{step:08d}.safetensors", step=step, position=position, seed=seed,
+                     fingerprint=fingerprint)
   for _, old in list_checkpoints(ckpt_dir)[:-keep]: old.unlink(missing_ok=True)
   return path
+
+
+def _open_state(path: Path):
+  try: return safe_open(str(path), framework="numpy")
+  except (SafetensorError, OSError) as e:
+    raise UserError(f"{path}: not a readable training state ({e}); delete it to start over") from None
 
 
 def find_resume(ckpt_dir: Path, fingerprint: str, say: Callable[[str], None]) -> tuple[Path, dict] | None:
@@ -81,7 +98,7 @@ def find_resume(ckpt_dir: Path, fingerprint: str, say: Callable[[str], None]) ->
 def load_state(trainer: ModelTrainer, path: Path):
   """The training state and RNG counters of a checkpoint into `trainer` (UserError when it does not fit)."""
   targets = trainer.state_tensors()
-  with safe_open(str(path), framework="numpy") as f:
+  with _open_state(path) as f:
     keys = set(f.keys())
     missing = [k for k in targets if k not in keys]
     if missing: raise UserError(f"{path}: checkpoint lacks {missing[:3]}...; delete it to start over")
