@@ -66,7 +66,7 @@ def build_train_record(log_bytes: bytes, log_path: Path, *, shards: Sequence[Sha
           "eval_set": _shard_entry(eval_shard, folder),
           "init_checkpoint": _file_entry(init_weights, folder),
           "bert_config": _file_entry(bert_config, folder),
-          "hparams": rule_params(settings), "machine": this_machine(), **evidence}
+          "hparams": rule_params(settings), "machine": {**this_machine(), "gpu_target": settings.dress_target}, **evidence}
 
 
 def publish_result(work_log: str | os.PathLike, log_path: str | os.PathLike, **what) -> dict:

@@ -209,6 +209,7 @@ class TrainRun:
     losses: list[float] = []
     times: list[float] = []
     start_step, prev_ckpt_step, status = step, step, None
+    cpu = (0.0, 0)  # CPU seconds of this process's train steps since the last kept state, and their number
     # PARALLEL: the v5.1 scripts run the RUN phase with PARALLEL=0 (the INIT phase keeps tinygrad's default)
     with Context(**({"PARALLEL": s.tinygrad.parallel} if s.tinygrad.parallel is not None else {})):
       bar = tqdm(total=train_steps, initial=step, disable=not self.progress, mininterval=5, unit="step")
@@ -218,7 +219,9 @@ class TrainRun:
         while step < train_steps:
           if stop_after is not None and step - start_step >= stop_after:
             status = "stopped"; break
+          c0 = time.process_time()
           t, (pos_fetched, data) = timed_step(trainer, data, loader, step, self.devices, self.say)
+          cpu = (cpu[0] + time.process_time() - c0, cpu[1] + 1)  # the kept state's CPU seconds (train/states.py)
           pos_after, pos_next = pos_next, pos_fetched  # the loader's position after this step's batch (a checkpoint's)
           step += 1
           times.append(t.total_s)
@@ -234,9 +237,10 @@ class TrainRun:
             self.say(f"eval at step {step}: masked-LM accuracy {acc:.6f} over {s.eval.logged_samples} samples, "
                      f"metric {s.eval.metric} ({secs:.1f} s)")
             accs.append((step, acc))
-            self.kept.keep(trainer, eval_number=(step - 1) // s.eval.step_freq + 1,
-                           last=acc >= s.eval.target or step == train_steps, step=step, position=pos_after,
-                           seed=s.seed, fingerprint=self.fingerprint)  # evidence of the steps (train/states.py)
+            if self.kept.keep(trainer, eval_number=(step - 1) // s.eval.step_freq + 1,
+                              last=acc >= s.eval.target or step == train_steps, step=step, position=pos_after,
+                              seed=s.seed, fingerprint=self.fingerprint, cpu=cpu):  # evidence of the steps
+              cpu = (0.0, 0)
             if acc >= s.eval.target:
               self.say(f"target {s.eval.target} reached after {step * gbs} samples")
               log.epoch_stop(step * gbs)

@@ -11,6 +11,8 @@ stream at its loader position, runs `to - from` train steps with the run's timed
 compares the state it reaches with the kept state of `to`, tensor by tensor. It prints JSON lines:
 
     {"device": "CPU", "devices": 1, "machine": {...}}                the devices it trains on, this machine
+                                                                     (and nothing more when their count is not the
+                                                                     run's: tinygrad draws dropout per device)
     {"step": 21, "wall_s": 0.41, "cpu_s": 0.66, "loss": 7.1}        one per step, as it is done
     {"compare": {"tensors": N, "differ": n, "worst": {...}, "position": p, "want_position": q, "rng": ...}}
 or {"error": "..."} and exits 1. `cpu_s` is the process's CPU time (every thread) spent in the step.
@@ -87,8 +89,11 @@ def run_segment(record_file: str | os.PathLike, start: int, end: int, devices: t
   trainer = ModelTrainer(cfg, s, devices, seed=s.seed,
                          init_weights=rp.parent / init["path"] if init and start == 0 else None)
   position = 0
+  same_devices = devices[0].split(":")[0] == str(rec["hparams"].get("DEV", "")).split(":")[0] and \
+    len(devices) == int(rec["hparams"].get("GPUS", 1))
   if start:
-    load_state(trainer, folder / by_step[start]["file"])
+    # another device kind (one device, as the run's): its RNG counters continue on this one
+    load_state(trainer, folder / by_step[start]["file"], rng_device=None if same_devices else devices[0])
     position = int(by_step[start]["position"])
   shards = open_shards([rp.parent / e["path"] for e in rec["shards"]])
   loader = TrainLoader(shards, s.batch_size, seed=s.seed, position=position, cycle_length=s.num_cpu_threads)
@@ -106,8 +111,6 @@ def run_segment(record_file: str | os.PathLike, start: int, end: int, devices: t
     loader.close()
     for sh in shards: sh.close()
   want, meta = read_state(folder / by_step[end]["file"])
-  same_devices = devices[0].split(":")[0] == str(rec["hparams"].get("DEV", "")).split(":")[0] and \
-    len(devices) == int(rec["hparams"].get("GPUS", 1))
   out = compare_states(state_arrays(trainer), want, rng=same_devices)
   out.update(position=after, want_position=int(by_step[end]["position"]), meta_step=meta.get("step"))
   emit({"compare": out})
@@ -127,6 +130,7 @@ def main(argv: list[str]) -> int:
     os.environ.update(tinygrad_env(s))  # before tinygrad is imported, as the train job
     devices = open_devices(req["device"], int(req["devices"]))
     emit({"device": devices[0].split(":")[0], "devices": len(devices), "machine": this_machine()})
+    if len(devices) != int(req["devices"]): return 0  # another device count trains another trajectory: not redone
     run_segment(req["record"], int(req["from"]), int(req["to"]), devices, emit)
   except (UserError, KeyError, TypeError, ValueError) as e:
     emit({"error": f"{type(e).__name__}: {e}" if not isinstance(e, UserError) else str(e)})

@@ -4,11 +4,12 @@ weights it gets (train/segment.py, audit/segments.py).
 
     kept = KeptStates(ckpt_dir / "states", every=s.checkpoint.evidence_freq)
     kept.reset(resumed_step, fingerprint)          # a new run: none; a resumed run: those up to its checkpoint
-    kept.keep(trainer, eval_number=n, last=..., step=k, position=p, seed=..., fingerprint=...)
+    kept.keep(trainer, eval_number=n, last=..., step=k, position=p, seed=..., fingerprint=..., cpu=(secs, steps))
     entry = kept.publish(states_path(log), folder)  # moved beside the log; the train record's `kept_states`
 
 A state is a resume checkpoint (train/resume.py: weights, LAMB state and schedule step, tinygrad's RNG counters; the
-step, loader position, seed and settings fingerprint as metadata) named `state_<step>.safetensors`. It is written
+step, loader position, seed and settings fingerprint as metadata, and the process's CPU seconds in the train steps
+since the state before) named `state_<step>.safetensors`. It is written
 after the eval of every EVIDENCE_STATE_FREQ-th eval and after the last one (0: none), into the run's checkpoint
 folder while the run lasts (a killed job keeps them, and its resumed run keeps those up to the checkpoint it resumes
 from), then moved into `result_bert_<seed>.states/` (the train rule's output) when the run is published. Writing one
@@ -68,23 +69,28 @@ class KeptStates:
     return self.every > 0 and (last or eval_number % self.every == 0)
 
   def keep(self, trainer, *, eval_number: int, last: bool, step: int, position: int, seed: int,
-           fingerprint: str) -> Path | None:
-    """The state after eval number `eval_number` (1, 2, ...) of step `step`, when it is one to keep."""
-    if not self.wanted(eval_number, last): return None
+           fingerprint: str, cpu: tuple[float, int]) -> bool:
+    """The state after eval number `eval_number` (1, 2, ...) of step `step`, when it is one to keep; `cpu`: the
+    process's CPU seconds in the train steps since the state before and how many steps they are (a resumed run
+    counts only its own). Returns whether it was kept."""
+    if not self.wanted(eval_number, last): return False
     self.work_dir.mkdir(parents=True, exist_ok=True)
-    return write_state(trainer, self.work_dir / state_name(step), step=step, position=position, seed=seed,
-                       fingerprint=fingerprint)
+    write_state(trainer, self.work_dir / state_name(step), step=step, position=position, seed=seed,
+                fingerprint=fingerprint, extra={"cpu_s": repr(float(cpu[0])), "cpu_steps": str(int(cpu[1]))})
+    return True
 
   def publish(self, dest: Path, folder: Path) -> dict[str, Any]:
     """Move the kept states into `dest` (a new folder, emptied first) and return the train record's entry: the folder
-    relative to `folder`, EVIDENCE_STATE_FREQ, and per state its step, loader position, file, bytes and sha256."""
+    relative to `folder`, EVIDENCE_STATE_FREQ, and per state its step, loader position, file, bytes and sha256, and
+    the CPU seconds of the train steps before it (cpu_s over cpu_steps steps: the audit's time floor)."""
     if dest.exists(): shutil.rmtree(dest)
     dest.mkdir(parents=True)
     states = []
     for step, p in list_states(self.work_dir):
       meta = state_metadata(p)
       states.append({"step": step, "position": int(meta.get("position", -1)), "file": p.name,
-                     "bytes": p.stat().st_size, "sha256": file_digest(p, "sha256")})
+                     "bytes": p.stat().st_size, "sha256": file_digest(p, "sha256"),
+                     "cpu_s": float(meta.get("cpu_s", "nan")), "cpu_steps": int(meta.get("cpu_steps", 0))})
       shutil.move(str(p), dest / p.name)
     return {"path": os.path.relpath(os.path.abspath(dest), os.path.abspath(folder)), "every": self.every,
             "states": states}
