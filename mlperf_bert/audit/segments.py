@@ -121,6 +121,10 @@ def plan_log(audit: Audit, base: Path, log: Path, hasher: Callable) -> list[Segm
     states = {int(e["step"]): e for e in kept["states"]}
   except (KeyError, TypeError, ValueError):
     audit.add("FAIL", CHECK, rel, f"{rp.name}: kept_states is not a list of states with steps; {RETRAIN}"); return []
+  if not folder.resolve().is_relative_to(base.resolve()) or \
+     any(Path(str(e.get("file"))).name != str(e.get("file")) for e in states.values()):
+    audit.add("FAIL", CHECK, rel, f"{rp.name}: its kept states are named outside the tree ({kept.get('path')}); not "
+              f"read; {RETRAIN}"); return []
   for step, e in sorted(states.items()):
     f = folder / str(e.get("file"))
     if not f.is_file():
@@ -168,7 +172,7 @@ def redo_segment(seg: Segment, deadline: float) -> tuple[dict, list[dict], dict 
   steps = [l for l in lines if "step" in l]
   cmp = next((l["compare"] for l in lines if "compare" in l), None)
   err = next((l["error"] for l in lines if "error" in l), "")
-  if not err and devs and cmp is None and devs.get("devices") == int(seg.hparams.get("GPUS", 1)):
+  if not err and cmp is None and (not devs or devs.get("devices") == int(seg.hparams.get("GPUS", 1))):
     err = "stopped by the budget" if cut else (tail or "the process printed no comparison")
   return devs, steps, cmp, err
 

@@ -135,3 +135,74 @@ def test_a_gpu_run_faster_than_its_roofline_fails(tmp_path):
   s.claimed = (0.0, 2 * floor)
   r = rows([s])
   assert r[s.rel][0] == "PASS" and "above the roofline its step time is taken on trust" in r[s.rel][1], r
+
+
+def _tree(tmp_path, evals=(20, 40), kept=(20, 40), every=1):
+  """A basedir with a log of evals at `evals`, its train record keeping states of `kept` and final weights equal to
+  the last state's model (tiny tensors: nothing here trains)."""
+  import hashlib
+  from safetensors.numpy import save_file
+  res = tmp_path / "base/results/cpu"
+  (res / "result_bert_0.states").mkdir(parents=True)
+  ev = [{"key": "run_start", "time_ms": 1000, "metadata": {}}]
+  for s in evals:
+    ev += [{"key": "eval_start", "time_ms": 1000 + 1000 * s, "metadata": {"step_num": s}},
+           {"key": "eval_stop", "time_ms": 1500 + 1000 * s, "metadata": {"step_num": s}}]
+  (res / "result_bert_0.log").write_text("".join(
+    f':::MLLOG {json.dumps(dict(namespace="", event_type="POINT_IN_TIME", value=None, **e))}\n' for e in ev))
+  states = []
+  for s in kept:
+    f = res / "result_bert_0.states" / f"state_{s:08d}.safetensors"
+    save_file({"model/w": np.full(3, s, np.float32), "optim/m": np.zeros(3, np.float32)}, str(f),
+              metadata={"step": str(s), "position": str(8 * s)})
+    states.append({"step": s, "position": 8 * s, "file": f.name, "sha256": hashlib.sha256(f.read_bytes()).hexdigest(),
+                   "cpu_s": 0.4 * 20, "cpu_steps": 20})
+  save_file({"w": np.full(3, kept[-1] if kept else 0, np.float32)}, str(res / "result_bert_0.final.safetensors"))
+  (res / "result_bert_0.train.json").write_text(json.dumps({
+    "schema": "mlperf-bert/train-record/1", "hparams": HP, "machine": HERE,
+    "final_weights": {"path": "result_bert_0.final.safetensors"},
+    "kept_states": {"path": "result_bert_0.states", "every": every, "states": states}}))
+  return tmp_path / "base", res / "result_bert_0.log"
+
+
+def _plan(base, log):
+  from mlperf_bert.audit.provenance import hashes
+  from mlperf_bert.audit.segments import plan_log
+  a = Audit(str(base), "basedir", "5.0.0")
+  return plan_log(a, base, log, hashes), [(r.status, r.reason) for r in a.rows]
+
+
+def test_kept_states_are_checked_before_anything_is_trained(tmp_path):
+  """The segments of a tree whose states agree with its log and records; then what fails without training: an eval
+  whose state is missing from the record (a state dropped), a state file rewritten, final weights that are not the
+  last state's, states named outside the tree."""
+  base, log = _tree(tmp_path / "ok")
+  segs, rows_ = _plan(base, log)
+  assert rows_ == [] and [(s.start, s.end, s.claimed, s.cpu_recorded) for s in segs] == \
+    [(0, 20, (1000, 21000), 0.4), (20, 40, (21500, 41000), 0.4)]
+  _, rows_ = _plan(*_tree(tmp_path / "dropped", kept=(40,)))
+  assert rows_[0][0] == "FAIL" and "the log's evals at steps [20, 40] keep the states of steps [20, 40] " \
+    "(EVIDENCE_STATE_FREQ 1), result_bert_0.train.json has [40]" in rows_[0][1], rows_
+  assert _plan(*_tree(tmp_path / "every2", kept=(40,), every=2))[1] == []
+  base, log = _tree(tmp_path / "rewritten")
+  f = log.with_name("result_bert_0.states") / "state_00000020.safetensors"
+  f.write_bytes(f.read_bytes()[:-1] + bytes([f.read_bytes()[-1] ^ 1]))
+  _, rows_ = _plan(base, log)
+  assert rows_[0][0] == "FAIL" and "state_00000020.safetensors: sha256 is not the one the train process wrote" \
+    in rows_[0][1], rows_
+  base, log = _tree(tmp_path / "final")
+  from safetensors.numpy import save_file
+  save_file({"w": np.full(3, 99, np.float32)}, str(log.with_name("result_bert_0.final.safetensors")))
+  _, rows_ = _plan(base, log)
+  assert rows_[0][0] == "FAIL" and "are not the kept state of step 40, the last eval's: w differs" in rows_[0][1]
+  base, log = _tree(tmp_path / "outside")
+  rp = log.with_name("result_bert_0.train.json")
+  rec = json.loads(rp.read_text())
+  rec["kept_states"]["path"] = "../../../../etc"
+  rp.write_text(json.dumps(rec))
+  _, rows_ = _plan(base, log)
+  assert rows_[0][0] == "FAIL" and "its kept states are named outside the tree" in rows_[0][1], rows_
+  rec["kept_states"] = {"path": "x", "every": 0, "states": []}
+  rp.write_text(json.dumps(rec))
+  assert _plan(base, log)[1] == [("WARN", "no training states kept (EVIDENCE_STATE_FREQ 0): steps and time taken on "
+                                           "trust")]
