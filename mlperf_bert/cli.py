@@ -266,7 +266,8 @@ def _cmd_dress(a) -> int:
   from mlperf_bert.train import dress
   result = dress.dress_files(dress.profile_file(a.platform), a.bert_config or dress.DEFAULT_BERT_CONFIG,
                              layers=dress.parse_layers(a.layers), pair=dress.parse_pair(a.pair),
-                             overrides=_parse_set(a.set), on_cpu=a.cpu, json_out=a.json, log=_log)
+                             overrides=_parse_set(a.set), on_cpu=a.cpu, json_out=a.json, log=_log,
+                             timeline=a.timeline)
   print(result["table"])
   if result["fits"] is False:
     _log(f"error: {result['platform']} at BS {result['batch_size']} does not fit in {result['card']['name']}'s memory "
@@ -291,6 +292,8 @@ def _add_dress(sub) -> None:
   p.add_argument("--json", metavar="OUT", help="also write the figures as JSON")
   p.add_argument("--cpu", action="store_true", help="run the same steps on this machine's CPU instead (they execute: "
                  "small models only; what the NULL device's counts are checked against)")
+  p.add_argument("--timeline", action="store_true", help="also print where each step's memory goes on the device that "
+                 "holds most: each arena, the live bytes through the step, the buffers alive at its peak")
   p.set_defaults(func=_cmd_dress)
 
 

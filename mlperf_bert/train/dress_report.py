@@ -188,6 +188,15 @@ def format_table(r: dict[str, Any]) -> str:
   return "\n".join(lines)
 
 
+def format_timelines(r: dict[str, Any]) -> str:
+  """`dress --timeline`: each step's memory plan on the device that holds most, at the deepest depth measured."""
+  from mlperf_bert.train.dress_timeline import format_timeline
+  m = max(r["measurements"], key=lambda p: p["layers"])
+  tl = m.get("timeline") or {}
+  head = f"where the memory goes at {m['layers']} layers, BS {m['batch_size']} (train/jitmem.py plans it):"
+  return "\n".join([head] + [format_timeline(step, tl["device"], tl[step]) for step in ("train", "eval") if step in tl])
+
+
 def largest_fitting(bs_points: tuple[int, int], peaks: tuple[float, float], usable: float, gpus: int) -> int:
   """The largest multiple of `gpus` whose peak, on the straight line through two (BS, peak) points, is at most
   `usable` (0: none)."""
