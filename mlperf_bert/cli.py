@@ -87,14 +87,23 @@ def _positive(kind):
 def _add_config(sub) -> None:
   p = sub.add_parser("check-config", help="check config files before `snakemake --configfile` reads them (YAML "
                      "aliases, syntax, keys and types)")
-  p.add_argument("files", nargs="+", help="the config files, in the order --configfile would get them")
+  p.add_argument("files", nargs="*", help="the config files, in the order --configfile would get them")
   p.add_argument("--base", default=str(Path(__file__).resolve().parents[1] / "config.yaml"),
                  help="the config they are merged over (default: the checkout's config.yaml)")
+  p.add_argument("--snakemake-args", nargs=argparse.REMAINDER, metavar="ARG",
+                 help="instead of files: the arguments of a `snakemake` command (all that follows): the config files "
+                      "it would load (--configfile, its profiles') are checked for YAML aliases and URL credentials "
+                      "only, silently when they have none (scripts/demo.sh runs this before Snakemake)")
   p.set_defaults(func=_cmd_check_config)
 
 
 def _cmd_check_config(a) -> int:
-  from mlperf_bert.config import check_config_files
+  from mlperf_bert.config import check_config_files, precheck_config_files, snakemake_configfiles
+  if a.snakemake_args is not None:
+    precheck_config_files(*(snakemake_configfiles(a.snakemake_args) or []))
+    return 0
+  if not a.files:
+    raise UserError("check-config: name the config files to check, or give --snakemake-args ARGS...")
   cfg = check_config_files(a.files, a.base)
   print(f"{', '.join(a.files)}: valid over {a.base} (basedir {cfg['basedir']}, platform {cfg.get('platform', 'cpu')}, "
         f"{len(cfg.get('seeds', [0]))} seed(s))")
