@@ -84,5 +84,6 @@ def check_text(audit: Audit, base: Path, hasher: Callable, config: dict | None, 
   if not bad:
     pinned = ((cfg.get("sources") or {}).get(MANIFEST) or {}).get("md5")
     how = f"md5 {pinned} as the config pins it" if pinned else "taken on trust: the config pins no md5 for it"
-    audit.add("PASS", CHECK, "results4", f"{LINK}: the {len(texts)} file(s) of results4/ match "
+    matched = sum(f.name in listed for f in texts)
+    audit.add("PASS", CHECK, "results4", f"{LINK}: the {matched} file(s) of results4/ it lists match "
               f"download/{MANIFEST} ({how}){said}")
