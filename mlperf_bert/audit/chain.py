@@ -152,7 +152,8 @@ def _placement(base: Path, rp: Path, rec: dict) -> list[tuple[str, str]]:
   p = (rp.parent / str(ev.get("path"))).resolve()
   if p != (base / "eval" / "eval.shard").resolve():
     out.append((name(p), f"the eval set the train process read is {ev.get('path')} ({name(p)}), not this tree's "
-                f"eval/eval.shard, the one built from results4/eval.txt: its accuracies are not on the tree's eval set"))
+                "eval/eval.shard, the one built from results4/eval.txt: its accuracies are not on the tree's eval "
+                "set"))
   for e in rec.get("shards") or []:
     p = (rp.parent / str(e.get("path"))).resolve()
     if p.parent != (base / "shards").resolve() or p.suffix != ".shard":

@@ -50,7 +50,8 @@ def rebuild_inputs(base: Path, shard: Path, preprocessing: dict, hasher: Callabl
   if is_eval and not isinstance(eval_examples, int):
     return "WARN", f"{NOT_REEXECUTABLE}: no eval_examples on record"
   return {"name": str(shard.relative_to(base)), "text": str(text), "vocab": str(vocab),
-          "preprocessing": {k: getattr(st, k) for k in preprocessing}, "eval_examples": eval_examples if is_eval else None}
+          "preprocessing": {k: getattr(st, k) for k in preprocessing},
+          "eval_examples": eval_examples if is_eval else None}
 
 
 def build_item(item: dict, out: Path) -> str:

@@ -167,9 +167,10 @@ def reexecute_eval(audit: Audit, base: Path, log: Path, seed: int, budget: Budge
               f"stopped with its process group at the end of its share ({share}) before its first batch; give a "
               "larger --reexecute-budget"); return
   beam = eval_search(rec.get("hparams"))
-  exact = (devs.get("device"), devs.get("devices")) == (ev.get("device"), ev.get("devices")) and not beam
-  why_band = (f"the run used {ev.get('devices')} {ev.get('device')}" +
-              (f" and searched its eval kernels with BEAM {beam}; the re-execution uses BEAM 0" if beam else ""))
+  same = (devs.get("device"), devs.get("devices")) == (ev.get("device"), ev.get("devices"))
+  why_band = "; ".join(([] if same else [f"the run used {ev.get('devices')} {ev.get('device')}"]) + (
+    [f"the run searched its eval kernels with BEAM {beam}, the re-execution uses BEAM 0"] if beam else []))
+  exact = same and not beam
   how = (f"on {devs.get('devices')} {devs.get('device')} device(s), {ev.get('float_type')}, " +
          ("bit-exact as recorded" if exact else f"within {BAND:.0%} ({why_band})"))
   bad = [(g["index"], why) for g in got if (why := batches_agree(batches[g["index"]], g["batch"], exact))]
@@ -183,7 +184,8 @@ def reexecute_eval(audit: Audit, base: Path, log: Path, seed: int, budget: Budge
   if len(got) == n and not math.isclose(sample, logged[-1], rel_tol=0 if exact else BAND, abs_tol=0 if exact else BAND):
     audit.add("FAIL", CHECK, rel, f"all {n} eval batches re-executed give accuracy {sample}, the log says "
               f"{logged[-1]}; {RETRAIN}"); return
-  cut = f"; not redone: {n - len(got)} batch(es), the eval process was stopped at the end of its share" if stopped else ""
+  cut = (f"; not redone: {n - len(got)} batch(es), the eval process was stopped at the end of its share" if stopped
+         else "")
   audit.add("PASS", CHECK, rel, f"{len(got)} of {n} batches of the last eval (drawn with seed {seed}) evaluated on "
             f"{weights.name} with the trainer's eval step {how}: accuracy {sample:.6f} on the sample, "
             f"{logged[-1]:.6f} logged, {share}; {catch_chance(len(got), n)}{cut}")

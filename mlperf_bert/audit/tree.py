@@ -322,7 +322,8 @@ def audit_basedir(path: str | os.PathLike, *, ruleset: str = RULESET, strict: bo
   resolved_config: the config as Snakemake resolved it (from inside a workflow job); otherwise it is rebuilt from
   the workflow's config.yaml, `configfiles` and the `config` KEY=VALUE overrides. reexecute: rebuild a random
   sample of shards and evaluate a random sample of eval batches on the final weights (audit/reexec.py), drawn with
-  `reexecute_seed` (None: drawn now) within `reexecute_budget` (seconds, a Budget, or its text: `300s`, a coverage `20%`)."""
+  `reexecute_seed` (None: drawn now) within `reexecute_budget` (seconds, a Budget, or its text: `300s`, a coverage
+  `20%`)."""
   from mlperf_bert.audit.provenance import git_state
   if reexecute_budget is not None and not isinstance(reexecute_budget, Budget):
     reexecute_budget = Budget.parse(reexecute_budget)  # a bad one stops the audit before any check

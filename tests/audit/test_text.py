@@ -57,8 +57,9 @@ def text_rows(base: Path, cfg: dict) -> list[tuple[str, str, str]]:
 def test_clean_text_matches_the_md5_list_and_eval_md5(clean):
   rows = text_rows(*clean)
   assert [s for s, _, _ in rows] == ["PASS"], rows
-  assert f"the 3 file(s) of results4/ it lists match download/{MANIFEST} (md5 {clean[1]['sources'][MANIFEST]['md5']} as the " \
-         "config pins it), and eval.txt's" in rows[0][2], rows
+  pinned = clean[1]["sources"][MANIFEST]["md5"]
+  assert f"the 3 file(s) of results4/ it lists match download/{MANIFEST} (md5 {pinned} as the config pins it), and " \
+         "eval.txt's" in rows[0][2], rows
 
 
 def test_replaced_topic_text_fails_whatever_was_rebuilt_from_it(tree):
@@ -153,9 +154,10 @@ def _record_pointing_at(base: Path, crafted: Path) -> Path:
                      "sha256": hashes(p)["sha256"]}
   rec = {"schema": SCHEMA, "hparams": {}, "log": entry(log), "eval_set": entry(crafted),
          "shards": [entry(p) for p in sorted((base / "shards").glob("*.shard"))] + [entry(base / "eval/eval.shard")],
-         "final_weights": {"path": "result_bert_0.final.safetensors", "bytes": 7, "sha256": hashes(d / "result_bert_0"
-                                                                                                  ".final.safetensors")["sha256"]},
-         "last_eval": {"evals_done": 1, "metric": "pooled", "device": "CPU", "devices": 1, "batches": [[15.0, 20.0, 0.75]]}}
+         "final_weights": {"path": "result_bert_0.final.safetensors", "bytes": 7,
+                           "sha256": hashes(d / "result_bert_0.final.safetensors")["sha256"]},
+         "last_eval": {"evals_done": 1, "metric": "pooled", "device": "CPU", "devices": 1,
+                       "batches": [[15.0, 20.0, 0.75]]}}
   (d / "result_bert_0.train.json").write_text(json.dumps(rec))
   return log
 
@@ -169,9 +171,9 @@ def test_a_record_naming_another_eval_set_fails_and_is_not_evaluated(tree):
   a = Audit(str(base), "basedir", "5.0.0")
   check_chain(a, base, [log], hashes, TINY_PRE)
   fails = [(r.subject, r.reason) for r in a.rows if r.status == "FAIL"]
-  assert ("results/crafted.shard", fails[0][1]) == fails[0] and fails[0][1].startswith(
-    "shard -> train record: the eval set the train process read is ../../results/crafted.shard (results/crafted.shard), "
-    "not this tree's eval/eval.shard"), fails
+  assert fails[0][0] == "results/crafted.shard" and fails[0][1].startswith(
+    "shard -> train record: the eval set the train process read is ../../results/crafted.shard "
+    "(results/crafted.shard), not this tree's eval/eval.shard"), fails
   assert any(s == "eval/eval.shard" and "read ../../eval/eval.shard as a training shard" in r for s, r in fails), fails
   a = Audit(str(base), "basedir", "5.0.0")
   reexecute_eval(a, base, log, seed=1, budget=Budget(seconds=10), deadline=None, hasher=hashes)
