@@ -1,6 +1,7 @@
-"""The first link of a workflow tree's chain: download -> text. Every file of results4/ is checked as the workflow's
+"""The first links of a workflow tree's chain: config md5 -> download -> text. Every download the config pins an md5
+for (`sources`) is checked against it, as the download rule checked it; every file of results4/ as the workflow's
 verify rules checked it when it was extracted (data/verify.py): each topic and eval.txt against the download's own md5
-list (download/bert_reference_results_text_md5.txt), that list against the md5 the config pins for it, and eval.txt
+list (download/bert_reference_results_text_md5.txt, itself pinned by the config, except an R2 dataset's), and eval.txt
 article by article against the config's eval_md5 (a file of the checkout, never of the tree). A topic whose text was
 replaced and its shard rebuilt from it honestly (which the re-execution then rebuilds byte for byte) stops here.
 
@@ -15,6 +16,8 @@ from mlperf_bert.errors import UserError
 
 CHECK = "chain"
 LINK = "md5 list -> text"
+PINNED = "config md5 -> download"
+EVAL_LINK = "eval.md5 -> eval text"
 EXTRACT = "extract it again: snakemake --forcerun extract (then the shards, the eval set and training rerun)"
 
 
@@ -25,19 +28,31 @@ def _eval_md5(config: dict, workflow_dir: Path) -> Path | None:
   return Path(p) if Path(p).is_absolute() else workflow_dir / p
 
 
-def check_manifest(audit: Audit, base: Path, hasher: Callable, config: dict) -> dict[str, str] | None:
-  """download/<md5 list> against the md5 the config pins for it; its {file: md5}, or None (a FAIL row said why)."""
+def check_downloads(audit: Audit, base: Path, hasher: Callable, config: dict) -> set[str]:
+  """Each file of download/ the config pins an md5 for (`sources`) against it, as the download rule checked it; the
+  names that differ (each a FAIL row)."""
+  pins = {n: str(s["md5"]).lower() for n, s in (config.get("sources") or {}).items()
+          if isinstance(s, dict) and s.get("md5") and (base / "download" / n).is_file()}
+  bad = set()
+  for name, want in sorted(pins.items()):
+    if (got := hasher(base / "download" / name)["md5"]) != want:
+      audit.add("FAIL", CHECK, f"download/{name}", f"{PINNED}: md5 {got}, the config pins {want} for it: it is not the "
+                f"file the config names; download it again (delete it, then snakemake all)"); bad.add(name)
+  if pins and not bad:
+    audit.add("PASS", CHECK, "download", f"{PINNED}: the {len(pins)} download(s) the config pins an md5 for match it "
+              f"({', '.join(sorted(pins))})")
+  return bad
+
+
+def read_manifest(audit: Audit, base: Path, bad: set[str]) -> dict[str, str] | None:
+  """download/<md5 list> as {file: md5}, or None (a FAIL row said why)."""
   from mlperf_bert.data.download import MANIFEST
   from mlperf_bert.data.extract import parse_manifest
   path = base / "download" / MANIFEST
   rel = str(path.relative_to(base))
+  if MANIFEST in bad: return None
   if not path.is_file():
     audit.add("FAIL", CHECK, rel, f"{LINK}: missing, so results4/ cannot be checked; download it again (snakemake all)")
-    return None
-  pinned = ((config.get("sources") or {}).get(MANIFEST) or {}).get("md5")
-  if pinned and hasher(path)["md5"] != str(pinned).lower():
-    audit.add("FAIL", CHECK, rel, f"{LINK}: md5 {hasher(path)['md5']}, the config pins {pinned} for it: it is not the "
-              "md5 list the config names; download it again (delete it, then snakemake all)")
     return None
   try:
     return parse_manifest(path)
@@ -45,14 +60,31 @@ def check_manifest(audit: Audit, base: Path, hasher: Callable, config: dict) -> 
     audit.add("FAIL", CHECK, rel, f"{LINK}: {e}"); return None
 
 
-def check_text(audit: Audit, base: Path, hasher: Callable, config: dict | None, workflow_dir: Path) -> None:
-  """Each file of results4/ against the md5 list, and eval.txt against eval_md5 (see the module doc)."""
-  from mlperf_bert.data.download import MANIFEST
+def check_eval_text(audit: Audit, base: Path, config: dict, workflow_dir: Path) -> None:
+  """results4/eval.txt article by article against the config's eval_md5, whatever the md5 list says."""
   from mlperf_bert.data.verify import verify_eval_articles
+  ev, eval_md5 = base / "results4" / "eval.txt", _eval_md5(config, workflow_dir)
+  if not ev.is_file(): return
+  if eval_md5 is None or not eval_md5.is_file():
+    audit.add("WARN", CHECK, "results4/eval.txt", f"{EVAL_LINK}: the config's eval_md5 ({config.get('eval_md5')}) is "
+              "not there, so its articles are not checked; pass the run's config (--configfile)"); return
+  try:
+    n = verify_eval_articles(ev, eval_md5, log=lambda _: None)
+  except (UserError, OSError) as e:
+    audit.add("FAIL", CHECK, "results4/eval.txt", f"{EVAL_LINK}: {e}"); return
+  audit.add("PASS", CHECK, "results4/eval.txt", f"{EVAL_LINK}: its {n} articles match {eval_md5.name}")
+
+
+def check_text(audit: Audit, base: Path, hasher: Callable, config: dict | None, workflow_dir: Path) -> None:
+  """The downloads the config pins, each file of results4/ against the md5 list, and eval.txt against eval_md5 (see
+  the module doc)."""
+  from mlperf_bert.data.download import MANIFEST
+  cfg = config or {}
+  bad_downloads = check_downloads(audit, base, hasher, cfg)
   texts = sorted(f for f in (base / "results4").iterdir() if f.is_file()) if (base / "results4").is_dir() else []
   if not texts: return
-  cfg = config or {}
-  listed = check_manifest(audit, base, hasher, cfg)
+  check_eval_text(audit, base, cfg, workflow_dir)
+  listed = read_manifest(audit, base, bad_downloads)
   if listed is None: return
   bad = 0
   for f in texts:
@@ -69,21 +101,8 @@ def check_text(audit: Audit, base: Path, hasher: Callable, config: dict | None, 
   if absent:
     audit.add("WARN", CHECK, "results4", f"{LINK}: {len(absent)} file(s) the md5 list names are not present, so not "
               f"checked: {shorten(absent)}")
-  said = ""
-  ev, eval_md5 = base / "results4" / "eval.txt", _eval_md5(cfg, workflow_dir)
-  if ev.is_file():
-    if eval_md5 is None or not eval_md5.is_file():
-      audit.add("WARN", CHECK, "results4/eval.txt", f"{LINK}: the config's eval_md5 ({cfg.get('eval_md5')}) is not "
-                "there, so its articles are not checked; pass the run's config (--configfile)")
-    else:
-      try:
-        n = verify_eval_articles(ev, eval_md5, log=lambda _: None)
-        said = f", and eval.txt's {n} articles match {eval_md5.name}"
-      except (UserError, OSError) as e:
-        audit.add("FAIL", CHECK, "results4/eval.txt", f"{LINK}: {e}"); bad += 1
   if not bad:
     pinned = ((cfg.get("sources") or {}).get(MANIFEST) or {}).get("md5")
-    how = f"md5 {pinned} as the config pins it" if pinned else "taken on trust: the config pins no md5 for it"
-    matched = sum(f.name in listed for f in texts)
-    audit.add("PASS", CHECK, "results4", f"{LINK}: the {matched} file(s) of results4/ it lists match "
-              f"download/{MANIFEST} ({how}){said}")
+    how = "its md5 pinned by the config" if pinned else "taken on trust: the config pins no md5 for it"
+    audit.add("PASS", CHECK, "results4", f"{LINK}: the {sum(f.name in listed for f in texts)} file(s) of results4/ it "
+              f"lists match download/{MANIFEST} ({how})")

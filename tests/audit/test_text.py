@@ -48,18 +48,21 @@ def tree(clean, tmp_path):
   return tmp_path / "base", clean[1]
 
 
-def text_rows(base: Path, cfg: dict) -> list[tuple[str, str, str]]:
+def text_rows(base: Path, cfg: dict, passes: bool = False) -> list[tuple[str, str, str]]:
+  """The rows of check_text (its PASS rows only when `passes`)."""
   a = Audit(str(base), "basedir", "5.0.0")
   check_text(a, base, hashes, cfg, base)
-  return [(r.status, r.subject, r.reason) for r in a.rows]
+  return [(r.status, r.subject, r.reason) for r in a.rows if passes or r.status != "PASS"]
 
 
 def test_clean_text_matches_the_md5_list_and_eval_md5(clean):
-  rows = text_rows(*clean)
-  assert [s for s, _, _ in rows] == ["PASS"], rows
-  pinned = clean[1]["sources"][MANIFEST]["md5"]
-  assert f"the 3 file(s) of results4/ it lists match download/{MANIFEST} (md5 {pinned} as the config pins it), and " \
-         "eval.txt's" in rows[0][2], rows
+  rows = text_rows(*clean, passes=True)
+  assert [(s, subj) for s, subj, _ in rows] == [("PASS", "download"), ("PASS", "results4/eval.txt"),
+                                                ("PASS", "results4")], rows
+  assert rows[0][2] == f"config md5 -> download: the 1 download(s) the config pins an md5 for match it ({MANIFEST})"
+  assert rows[1][2].startswith("eval.md5 -> eval text: its ") and rows[1][2].endswith(" articles match eval.md5")
+  assert rows[2][2] == (f"md5 list -> text: the 3 file(s) of results4/ it lists match download/{MANIFEST} (its md5 "
+                        "pinned by the config)")
 
 
 def test_replaced_topic_text_fails_whatever_was_rebuilt_from_it(tree):
@@ -88,10 +91,26 @@ def test_md5_list_rewritten_to_agree_fails_against_the_md5_the_config_pins(tree)
   m.write_text("".join(f"{md5((base / 'results4' / n).read_bytes())}  ./{n}\n" for n in TOPICS + ["eval.txt"]))
   rows = text_rows(base, cfg)
   assert [(s, subj) for s, subj, _ in rows] == [("FAIL", f"download/{MANIFEST}")], rows
-  assert f"the config pins {cfg['sources'][MANIFEST]['md5']} for it" in rows[0][2]
+  assert rows[0][2].startswith("config md5 -> download: md5 ") and \
+    f"the config pins {cfg['sources'][MANIFEST]['md5']} for it" in rows[0][2]
   # a config that pins no md5 (an R2 dataset's list): the list is taken on trust, and the row says so
-  unpinned = text_rows(base, {"eval_md5": cfg["eval_md5"]})
-  assert [s for s, _, _ in unpinned] == ["PASS"] and "taken on trust: the config pins no md5" in unpinned[0][2]
+  unpinned = text_rows(base, {"eval_md5": cfg["eval_md5"]}, passes=True)
+  assert [s for s, _, _ in unpinned] == ["PASS", "PASS"] and "taken on trust: the config pins no md5" in unpinned[1][2]
+
+
+def test_a_download_the_config_pins_is_checked_against_its_md5(tree):
+  """The vocab replaced and everything rebuilt from it would keep every link from the text on: the config's md5 of
+  download/vocab.txt, which the download rule checked, tells."""
+  base, cfg = tree
+  pins = {**cfg, "sources": {**cfg["sources"], "vocab.txt": {"md5": md5((DEMO / "vocab.txt").read_bytes())}}}
+  assert text_rows(base, pins) == []
+  v = base / "download/vocab.txt"
+  v.write_text(v.read_text() + "forged\n")
+  rows = text_rows(base, pins)
+  assert [(s, subj) for s, subj, _ in rows] == [("FAIL", "download/vocab.txt")], rows
+  pinned = pins["sources"]["vocab.txt"]["md5"]
+  assert rows[0][2] == (f"config md5 -> download: md5 {md5(v.read_bytes())}, the config pins {pinned} for it: it is "
+                        "not the file the config names; download it again (delete it, then snakemake all)")
 
 
 def test_eval_text_is_checked_against_eval_md5_even_with_the_md5_list_rewritten(tree):
@@ -102,13 +121,13 @@ def test_eval_text_is_checked_against_eval_md5_even_with_the_md5_list_rewritten(
                                                      for n in TOPICS + ["eval.txt"]))
   rows = text_rows(base, {"eval_md5": cfg["eval_md5"]})      # no pin: only eval.md5 (in the checkout) can tell
   assert [(s, subj) for s, subj, _ in rows] == [("FAIL", "results4/eval.txt")], rows
-  assert "md5 list -> text: " in rows[0][2] and "eval.md5 expects" in rows[0][2], rows
+  assert rows[0][2].startswith("eval.md5 -> eval text: ") and "eval.md5 expects" in rows[0][2], rows
 
 
 def test_a_text_outside_the_md5_list_with_a_shard_fails(tree):
   base, cfg = tree
   shutil.copy(base / "results4" / TOPICS[0], base / "results4/part-00009-of-00002")
-  assert [s for s, _, _ in text_rows(base, cfg)] == ["WARN", "PASS"]         # extracted, never used
+  assert [s for s, _, _ in text_rows(base, cfg)] == ["WARN"]                 # extracted, never used
   shutil.copy(base / f"shards/{TOPICS[0]}.shard", base / "shards/part-00009-of-00002.shard")
   rows = text_rows(base, cfg)
   assert [(s, subj) for s, subj, _ in rows] == [("FAIL", "results4/part-00009-of-00002")], rows
