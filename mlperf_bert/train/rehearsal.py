@@ -68,10 +68,11 @@ def rehearsal_settings(platform: dict[str, Any], cpus: int | None = None) -> tup
 
 
 def changed_settings(platform: dict[str, Any], run: Settings, eval_examples: int = 10000) -> list[str]:
-  """'KEY profile -> run' for every setting (derived ones included) in which the run differs from the profile resolved
-  alone for the same seed: whatever changed it, the rehearsal or the config's `train:` overrides."""
-  from mlperf_bert.train.hparams import resolve
-  mine, theirs = run.as_dict(), resolve(platform, seed=run.seed, eval_examples=eval_examples).as_dict()
+  """'KEY profile -> run' for every setting of the run (derived ones included; the run-time knobs that are no rule
+  param, e.g. DEBUG, DRESS_TARGET, left out, as the train record leaves them) in which it differs from the profile
+  resolved alone for the same seed: whatever changed it, the rehearsal or the config's `train:` overrides."""
+  from mlperf_bert.train.hparams import resolve, rule_params
+  mine, theirs = rule_params(run), rule_params(resolve(platform, seed=run.seed, eval_examples=eval_examples))
   def show(v: Any) -> str: return "unset" if v is None else f"{v:g}" if isinstance(v, float) else str(v)
   return [f"{k} {show(theirs.get(k))} -> {show(mine.get(k))}" for k in sorted(set(mine) | set(theirs))
           if mine.get(k) != theirs.get(k)]

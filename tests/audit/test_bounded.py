@@ -130,3 +130,4 @@ def test_a_rehearsals_row_names_every_setting_not_its_profiles(tmp_path):
                "OPT_LAMB_BETA_1 0.9 -> 0.8", "TRAIN_STEPS 40000 -> 12", "SUBMISSION_DIVISION closed -> open"):
     assert said in row.reason, (said, row.reason)
   assert row.reason.startswith("rehearsal settings (its train record against profiles/tinybox_green/platform.yaml): ")
+  assert "DRESS_TARGET" not in row.reason  # a run-time knob (no rule param): the record does not hold it
