@@ -340,6 +340,13 @@ def _cmd_submission(a) -> int:
   return 1 if a.require_pass and not pc["passed"] else 0
 
 
+def _budget(text: str):
+  """--reexecute-budget's value (audit/bounded.py Budget): argparse's one-line error for a bad one."""
+  from mlperf_bert.audit.bounded import Budget
+  try: return Budget.parse(text)
+  except UserError as e: raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def _add_audit(sub) -> None:
   from mlperf_bert.audit import command, submission
   p = sub.add_parser("audit", help="audit MLPerf BERT results: a submission directory or a finished workflow basedir",
@@ -362,8 +369,10 @@ def _add_audit(sub) -> None:
                  "eval's batches on the final weights (default: on)")
   p.add_argument("--reexecute-seed", type=int, metavar="N", help="the sample's seed (default: drawn from os.urandom "
                  "and printed; pass it to repeat a draw)")
-  p.add_argument("--reexecute-budget", type=float, metavar="SECONDS", help="time bound of the re-execution (default "
-                 "300; at least one shard and one eval batch per log are redone whatever it says)")
+  p.add_argument("--reexecute-budget", type=_budget, metavar="SECONDS|P%", help="the re-execution's budget: seconds "
+                 "(default 300), a hard bound (every process is stopped at the end of its share; the rows say what "
+                 "was not redone), or a coverage P%% of the shards and of each log's eval batches, however long it "
+                 "takes (the rows say the chance a changed one was missed)")
   p.set_defaults(func=_cmd_audit)
 
   p = sub.add_parser("submission", help="assemble and check an MLPerf submission package from result logs",
