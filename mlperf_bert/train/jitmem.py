@@ -8,7 +8,7 @@ freed around an eval, never its training state.
 **The first call.** tinygrad's TinyJit runs a function plainly on its first call and captures it on the second. A plain
 realize gives each CONTIGUOUS of the graph its own buffer, held for the whole realize (tinygrad/tensor.py
 `transform_to_call` makes them call arguments, which schedule/memory.py does not plan): at tinybox_green's BS 90 the
-attention probabilities, dropout masks and GELU activations of every layer at once, 1.66 GB a device above the captured
+attention probabilities, dropout masks and GELU activations of every layer at once, 1.6 GB a device above the captured
 step, where the JIT packs the same buffers by lifetime. So the steps are captured on their first call, after the
 training state they update is realized (ModelTrainer.__init__): a capture must find every state tensor a real buffer
 (a lazy LAMB moment or RNG counter would be captured as its initial value and reset at every replay).
