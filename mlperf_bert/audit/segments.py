@@ -11,7 +11,9 @@ the state reached is compared with the kept one:
   - on the run's device kind and count: bit-exact (every weight, the LAMB state, the schedule step, the RNG counters
     and the loader position); a segment of a multi-device run that starts after an eval: its weights within
     MULTI_DEVICE_BAND (there the eval step's capture changes the next train steps' rounding);
-  - another device kind, the same count: the weights within SEGMENT_BAND (L2 distance relative to the weights);
+  - another device kind, the same count, or a run that searched its train kernels (BEAM > 0; the re-execution runs
+    tinygrad's default kernels, BEAM 0, as the eval's does): the weights within SEGMENT_BAND (L2 distance relative
+    to the weights);
   - another device count: not redone (tinygrad draws dropout per device: another count trains another trajectory).
 A state "at step k" that is not what k - j steps from the state at step j give (an eval dropped and the next one
 relabelled, fewer steps claimed) then FAILs.
@@ -28,7 +30,7 @@ be at least its floor:
     here give the least a step takes, and a record claiming fewer (over TIME_BAND) FAILs (audit/times.py).
 What is not checked is said in the rows: another machine's step time is taken on trust above the roofline.
 
-    reexecute_segments(audit, base, logs, hasher, seed=..., budget_s=...)
+    reexecute_segments(audit, base, logs, hasher, seed=..., budget=Budget(...), end=None)
 """
 from __future__ import annotations
 import dataclasses, json, time
@@ -37,7 +39,9 @@ from typing import Callable
 
 import numpy as np
 
-from mlperf_bert.audit.reexec import CHECK, NOT_REEXECUTABLE, RETRAIN, catch_chance, draw_order, run_module
+from mlperf_bert.audit.bounded import Budget
+from mlperf_bert.audit.reexec import CHECK, NOT_REEXECUTABLE, RETRAIN, catch_chance, draw_order, run_module, \
+  train_search
 from mlperf_bert.audit.rows import Audit
 from mlperf_bert.errors import UserError
 from mlperf_bert.machine import same_kind, this_machine
@@ -166,25 +170,27 @@ def plan_log(audit: Audit, base: Path, log: Path, hasher: Callable) -> list[Segm
 
 
 # ------------------------------------------------------------------------------------------------ re-execution
-def redo_segment(seg: Segment, deadline: float) -> tuple[dict, list[dict], dict | None, str]:
-  """Train the segment again (train/segment.py): (devices line, step lines, comparison or None, error)."""
-  lines, tail, cut = run_module("mlperf_bert.train.segment",
-                                {"record": str(seg.record.resolve()), "from": seg.start, "to": seg.end,
-                                 "device": str(seg.hparams.get("DEV", "CPU")).split(":")[0],
-                                 "devices": int(seg.hparams.get("GPUS", 1))}, deadline, seg.steps + 2)
+def redo_segment(seg: Segment, deadline: float | None) -> tuple[dict, list[dict], dict | None, str, bool]:
+  """Train the segment again (train/segment.py), its process group stopped at `deadline`: (devices line, step lines,
+  comparison or None, error, stopped)."""
+  lines, tail, stopped = run_module("mlperf_bert.train.segment",
+                                    {"record": str(seg.record.resolve()), "from": seg.start, "to": seg.end,
+                                     "device": str(seg.hparams.get("DEV", "CPU")).split(":")[0],
+                                     "devices": int(seg.hparams.get("GPUS", 1))}, deadline)
   devs = next((l for l in lines if "device" in l), {})
   steps = [l for l in lines if "step" in l]
   cmp = next((l["compare"] for l in lines if "compare" in l), None)
   err = next((l["error"] for l in lines if "error" in l), "")
-  if not err and cmp is None and (not devs or devs.get("devices") == int(seg.hparams.get("GPUS", 1))):
-    err = "stopped by the budget" if cut else (tail or "the process printed no comparison")
-  return devs, steps, cmp, err
+  if not stopped and not err and cmp is None and (not devs or devs.get("devices") == int(seg.hparams.get("GPUS", 1))):
+    err = tail or "the process printed no comparison"
+  return devs, steps, cmp, err, stopped
 
 
 def judge(seg: Segment, devs: dict, cmp: dict) -> tuple[str, str]:
   """(status, what was seen) of a re-executed segment's comparison."""
   run_kind = str(seg.hparams.get("DEV", "CPU")).split(":")[0]
-  exact = devs.get("device") == run_kind
+  beam = train_search(seg.hparams)  # the re-execution runs tinygrad's default kernels (BEAM 0): other sums' order
+  exact = devs.get("device") == run_kind and not beam
   moved = cmp["position"] != cmp["want_position"]
   if moved:
     return "FAIL", (f"the training stream after step {seg.end} is at sample {cmp['position']}, the kept state says "
@@ -204,7 +210,7 @@ def judge(seg: Segment, devs: dict, cmp: dict) -> tuple[str, str]:
   d = cmp["weights_rel_l2"]
   if d <= SEGMENT_BAND: return "PASS", f"the weights within {d:.2g} of the kept state's (band {SEGMENT_BAND:g})"
   return "FAIL", (f"the weights are {d:.3g} of their size away from the kept state of step {seg.end}, more than the "
-                  f"{SEGMENT_BAND:g} another device kind's rounding moves them")
+                  f"{SEGMENT_BAND:g} the rounding of another device kind or of unsearched kernels moves them")
 
 
 def steady_cpu(steps: list[dict]) -> float | None:
@@ -214,21 +220,24 @@ def steady_cpu(steps: list[dict]) -> float | None:
   return min(cpu) if cpu else None
 
 
-def reexecute_segments(audit: Audit, base: Path, logs: list[Path], hasher: Callable, *, seed: int,
-                       budget_s: float) -> None:
+def reexecute_segments(audit: Audit, base: Path, logs: list[Path], hasher: Callable, *, seed: int, budget: Budget,
+                       end: float | None) -> None:
   """The segment and time rows of a workflow tree (see the module doc): the checks without re-execution on every
-  log, then its segments in an order drawn from `seed` until its share of `budget_s` is spent (at least one)."""
+  log, then its segments in an order drawn from `seed`: a share `budget.coverage` of them, or as many as fit in the
+  log's share of the time left until `end` (each process stopped with its group at the end of it)."""
   here = this_machine()
   plans = {log: plan_log(audit, base, log, hasher) for log in logs}
-  t0, left = time.perf_counter(), budget_s
   todo = [log for log in logs if plans[log]]
   for i, log in enumerate(todo):
-    segs, share, st = plans[log], left / (len(todo) - i), time.perf_counter()
-    done, bad = [], None
-    for j in draw_order(len(segs), seed, f"segments:{log.name}"):
-      if done and time.perf_counter() - st >= share: break
+    segs, st = plans[log], time.perf_counter()
+    share_end = None if end is None else st + max(end - st, 0.0) / (len(todo) - i)
+    done, bad, stopped = [], None, False
+    for j in draw_order(len(segs), seed, f"segments:{log.name}")[:budget.count(len(segs))]:
+      if share_end is not None and time.perf_counter() >= share_end:
+        stopped = True; break
       seg = segs[j]
-      devs, steps, cmp, err = redo_segment(seg, time.perf_counter() + max(share - (time.perf_counter() - st), 0.0))
+      devs, steps, cmp, err, stopped = redo_segment(seg, share_end)
+      if stopped: break
       if err:
         audit.add("FAIL", CHECK, seg.rel, f"training steps {seg.start}-{seg.end} again failed: {err}"); bad = True
         break
@@ -247,12 +256,20 @@ def reexecute_segments(audit: Audit, base: Path, logs: list[Path], hasher: Calla
         break
       seg.cpu_step = steady_cpu(steps) if devs.get("device") == "CPU" and same_kind(here, devs.get("machine")) else None
       done.append((seg, seen))
-    if not bad and done:
-      secs = time.perf_counter() - st
-      audit.add("PASS", CHECK, log.relative_to(base).as_posix(), f"{len(done)} of {len(segs)} training segments "
-                f"(drawn with seed {seed}; steps {', '.join(f'{s.start}-{s.end}' for s, _ in done)}) trained again "
-                f"from the kept states with the trainer's own step: {done[0][1]}; {secs:.1f} s of a {share:.0f} s "
-                f"share; {catch_chance(len(done), len(segs))}")
-    left = max(budget_s - (time.perf_counter() - t0), 0.0)
+    if bad: continue
+    secs = time.perf_counter() - st
+    share = f"{secs:.1f} s" + (f" of a {share_end - st:.0f} s share" if share_end is not None else
+                               f" ({budget.describe()})")
+    rel = log.relative_to(base).as_posix()
+    if not done:
+      audit.add("WARN", CHECK, rel, f"not redone: none of the {len(segs)} training segments: the process was stopped "
+                f"with its group at the end of its share ({share}) before it finished one; {TRUST}; give a larger "
+                "--reexecute-budget (a segment takes a process start, a compile and its steps)")
+      continue
+    cut = (f"; not redone: {len(segs) - len(done)} segment(s), the process was stopped at the end of its share"
+           if stopped else "")
+    audit.add("PASS", CHECK, rel, f"{len(done)} of {len(segs)} training segments (drawn with seed {seed}; steps "
+              f"{', '.join(f'{s.start}-{s.end}' for s, _ in done)}) trained again from the kept states with the "
+              f"trainer's own step: {done[0][1]}; {share}; {catch_chance(len(done), len(segs))}{cut}")
   from mlperf_bert.audit.times import check_times
   check_times(audit, base, [s for log in logs for s in plans[log]], here)

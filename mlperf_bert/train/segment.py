@@ -66,18 +66,18 @@ def read_state(path: Path) -> tuple[dict[str, np.ndarray], dict[str, str]]:
 def run_segment(record_file: str | os.PathLike, start: int, end: int, devices: tuple[str, ...],
                 emit: Callable[[dict], None]) -> None:
   """Train from the kept state of step `start` (0: the initial state) to `end` and compare with the kept state of
-  `end` (see the module doc); `emit` gets each JSON line. Call in a process that exported the run's tinygrad_env."""
+  `end` (see the module doc); `emit` gets each JSON line. Call in a process that exported evidence.audit_env."""
   from tinygrad import Tensor
   from tinygrad.helpers import Context
   from mlperf_bert.data.loader import TrainLoader, open_shards
   from mlperf_bert.train.benchmark import timed_step
   from mlperf_bert.train.record import read_record
   from mlperf_bert.train.resume import load_state, state_arrays
-  from mlperf_bert.train.settings import Settings
+  from mlperf_bert.train.evidence import audit_settings
   from mlperf_bert.train.trainer import ModelTrainer, model_config
   rp = Path(record_file)
   rec = read_record(rp)
-  s = Settings.from_dict(dict(rec["hparams"]))
+  s = audit_settings(rec["hparams"])  # the run's settings, the kernel search off
   kept = rec["kept_states"]
   folder = rp.parent / str(kept["path"])
   by_step = {int(e["step"]): e for e in kept["states"]}
@@ -121,13 +121,11 @@ def main(argv: list[str]) -> int:
   req = json.loads(Path(argv[0]).read_text())
   emit = lambda obj: print(json.dumps(obj), flush=True)
   from mlperf_bert.machine import this_machine
-  from mlperf_bert.train.evidence import open_devices
-  from mlperf_bert.train.hparams import tinygrad_env
+  from mlperf_bert.train.evidence import audit_env, audit_settings, open_devices
   from mlperf_bert.train.record import read_record
-  from mlperf_bert.train.settings import Settings
   try:
-    s = Settings.from_dict(dict(read_record(req["record"])["hparams"]))
-    os.environ.update(tinygrad_env(s))  # before tinygrad is imported, as the train job
+    # before tinygrad is imported, as the train job: the run's tinygrad settings, the kernel search off (BEAM 0)
+    os.environ.update(audit_env(audit_settings(read_record(req["record"])["hparams"])))
     devices = open_devices(req["device"], int(req["devices"]))
     emit({"device": devices[0].split(":")[0], "devices": len(devices), "machine": this_machine()})
     if len(devices) != int(req["devices"]): return 0  # another device count trains another trajectory: not redone
