@@ -76,13 +76,23 @@ def test_non_compliant_run_dropped_under_olympic_scoring(tmp_path, capsys):
   assert [r["status"] for r in data["rows"] if r["check"] == "package_checker"] == ["PASS"]
 
 
-def test_scaling_json_missing_or_edited_is_a_fail_naming_both_factors(tmp_path):
-  """Dell's factor is the rcp_checker's: without the file, or with another factor, the file is named with both."""
+def test_scaling_json_absent_or_another_factor_is_scored_as_mlcommons_does(tmp_path):
+  """Dell's factor is the rcp_checker's. Without the file, result_summarizer scores with 1 and so does the audit,
+  with a WARN naming both; a factor an rcp_checker writes (1 .. the largest BERT RCP speedup) is scored as the file
+  says, with a WARN; one no rcp_checker writes (below 1, above that bound) is a FAIL scored with the recomputed one."""
   from mlperf_bert.audit.forged import check_scaling
   from mlperf_bert.audit.logs import read_log
   bert = DATA / "v5.0" / "Dell" / "results" / "1xXE9712x4GB200" / "bert"
   logs = [read_log(p) for p in sorted(bert.glob("result_*.txt"))]
-  for shipped, said in ((None, "scaling.json is missing (factor 1)"), (0.5, "scaling.json says 0.5")):
-    [row], used = check_scaling(logs, bert, "1xXE9712x4GB200", division="closed", ruleset="5.0.0", shipped=shipped)
+  scaling = lambda shipped: check_scaling(logs, bert, "1xXE9712x4GB200", division="closed", ruleset="5.0.0",
+                                          shipped=shipped)
+  [row], used = scaling(None)
+  assert row.status == "WARN" and used == 1.0
+  assert row.reason.startswith("scaling.json absent: scored with 1 as MLCommons does; rcp_checker would give 1.03541 (")
+  [row], used = scaling(1.01)
+  assert row.status == "WARN" and used == 1.01 and "scored with it as MLCommons does" in row.reason
+  for shipped, said in ((0.5, "scaling.json says 0.5"), (1.2, "scaling.json says 1.2")):
+    [row], used = scaling(shipped)
     assert row.status == "FAIL" and math.isclose(used, 1.0354072598111361, rel_tol=1e-12)
     assert f"results/1xXE9712x4GB200/bert/{said}; mlperf-logging's rcp_checker gives 1.03541" in row.reason
+    assert "no rcp_checker writes a factor below 1 or above 1.066" in row.reason
