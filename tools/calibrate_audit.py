@@ -177,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
   ap.add_argument("--mirrors", type=Path, default=Path("/work/.mirror"))
   ap.add_argument("--scratch", type=Path, default=Path("/tmp/calib"), help="extracted BERT parts and per-org results")
   ap.add_argument("--round", action="append", choices=ROUNDS, help="only these rounds (default: all)")
+  ap.add_argument("--org", action="append", help="only these organizations (the table then holds only them)")
   ap.add_argument("--out", type=Path, default=ROOT / "tests" / "fixtures" / "audit-calibration.json")
   ap.add_argument("--fresh", action="store_true", help="extract and audit again what --scratch already holds")
   a = ap.parse_args(argv)
@@ -186,7 +187,6 @@ def main(argv: list[str] | None = None) -> int:
     base = a.scratch / f"v{rnd}"
     state = base / "_calib" / "extract.json"
     if a.fresh or not state.exists():
-      if base.exists(): shutil.rmtree(base)
       ex = extract(repo, base / "orgs")
       state.parent.mkdir(parents=True, exist_ok=True)
       state.write_text(json.dumps(ex, indent=1))
@@ -195,11 +195,13 @@ def main(argv: list[str] | None = None) -> int:
                            "ruleset": f"{rnd}.0", "absent_logs": ex["absent"]}
     for sysname, paths in sorted(ex["absent"].items()):
       org, system = sysname.split("/", 1)
+      if a.org and org not in a.org: continue
       rows.append({"round": rnd, "org": org, "system": system, "verdict": "ABSENT", "counts": {},
                    "audit_score": None, "scaling_factor": None, "summarizer_score": None, "score_equal": None,
                    "logs": 0, "findings": [{"status": "ABSENT", "check": "snapshot", "subject": sysname,
                    "reason": f"{len(paths)} result log(s) absent from the mirror (files of 4 MiB or more): not audited"}]})
-    for org_dir in sorted(p for p in (base / "orgs").iterdir() if any(p.glob("results/*/bert"))):
+    for org_dir in sorted(p for p in (base / "orgs").iterdir() if any(p.glob("results/*/bert"))
+                          and (not a.org or p.name in a.org)):
       cache = base / "_calib" / f"{org_dir.name}.json"
       if a.fresh or not cache.exists():
         res = audit_org(org_dir, f"{rnd}.0")

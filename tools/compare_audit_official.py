@@ -46,8 +46,9 @@ def official(org_dir: Path, ruleset: str) -> tuple[dict[str, float | None], bool
 def embedded(audit, org: str) -> tuple[dict[str, float | None], bool | None]:
   """The official tools' results as the audit ran them: result_summarizer's scores, package_checker's verdict."""
   scores = {k.split("/", 1)[1]: v.get("result_summarizer") for k, v in audit.scores.items() if k.startswith(org + "/")}
-  pc = [r.status for r in audit.rows if r.check == "package_checker" and r.subject == org]
-  return scores, (pc[0] == "PASS" if pc and pc[0] != "SKIP" else None)
+  systems = {k.split("/", 1)[1] for k in audit.scores if k.startswith(org + "/")}
+  pc = [r.status for r in audit.rows if r.check == "package_checker" and (r.subject == org or r.subject in systems)]
+  return scores, (all(s == "PASS" for s in pc) if pc and "SKIP" not in pc else None)
 
 
 def compare_org(org_dir: Path, ruleset: str, independent: bool) -> list[dict]:

@@ -124,6 +124,15 @@ def rcp_max_speedup() -> float:
   return top
 
 
+def status_only(desc: dict, ruleset: str = RULESET) -> bool:
+  """Whether a system description that system_desc_checker rejects passes it with a valid `status`: its only fault
+  is the status value (the checker reports that alone, hiding any other)."""
+  with tempfile.TemporaryDirectory(prefix="mlperf-desc-") as tmp:
+    f = Path(tmp) / "system.json"
+    f.write_text(json.dumps({**desc, "status": "Available on-premise"}))
+    return system_desc_check(f, ruleset)[0]
+
+
 def rcp_check(bert_dir: str | os.PathLike, ruleset: str = RULESET) -> tuple[bool, str]:
   """mlperf-logging's RCP check of a result directory, as `python -m mlperf_logging.rcp_checker DIR
   --rcp_usage training --rcp_version RULESET` runs it (pruned RCPs, epoch_num not train_samples)."""
@@ -155,8 +164,10 @@ def rcp_scaling(bert_dir: str | os.PathLike, ruleset: str = RULESET) -> tuple[bo
 
 
 def _copy_package(org_dir: Path, dest: Path) -> Path:
-  """Copy an org's BERT parts (results/*/bert, systems/*.json, benchmarks/bert) into dest/<org>: regular files
-  only, never following a symlink out of the org nor reading a FIFO or device (see untrusted.safe_copy)."""
+  """Copy an org's BERT parts (results/*/bert with each system's package_checker_params, the systems/*.json of
+  those systems, benchmarks/bert) into dest/<org>: regular files only, never following a symlink out of the org nor
+  reading a FIFO or device (see untrusted.safe_copy). Another benchmark's system description is not the BERT
+  result's: package_checker, which checks every systems/*.json, does not see it."""
   out = dest / org_dir.name
   budget = [MAX_COPY_FILES, MAX_COPY_BYTES]
   out.mkdir(parents=True)
@@ -164,9 +175,12 @@ def _copy_package(org_dir: Path, dest: Path) -> Path:
   if problem(results, org_dir, want="dir") is None:
     for sysdir in sorted(results.iterdir()):
       safe_copy(sysdir / "bert", out / "results" / sysdir.name / "bert", org_dir, budget)
+      safe_copy(sysdir / "package_checker_params", out / "results" / sysdir.name / "package_checker_params", org_dir,
+                budget)
+  bert = {p.parent.name for p in (out / "results").glob("*/bert")}
   if problem(systems, org_dir, want="dir") is None:
     for f in sorted(systems.glob("*.json")):
-      if problem(f, org_dir, max_bytes=MAX_JSON_BYTES) is None:
+      if f.stem in bert and problem(f, org_dir, max_bytes=MAX_JSON_BYTES) is None:
         safe_copy(f, out / "systems" / f.name, org_dir, budget)
   if (org_dir / "benchmarks" / "bert").is_dir():
     safe_copy(org_dir / "benchmarks" / "bert", out / "benchmarks" / "bert", org_dir, budget)

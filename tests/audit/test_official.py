@@ -96,3 +96,44 @@ def test_scaling_json_absent_or_another_factor_is_scored_as_mlcommons_does(tmp_p
     assert row.status == "FAIL" and math.isclose(used, 1.0354072598111361, rel_tol=1e-12)
     assert f"results/1xXE9712x4GB200/bert/{said}; mlperf-logging's rcp_checker gives 1.03541" in row.reason
     assert "no rcp_checker writes a factor below 1 or above 1.066" in row.reason
+
+
+# published systems the audit once FAILed though MLCommons accepted them (tests/fixtures/audit-calibration.json has
+# every system); their logs are MLCommons' own, unmodified: (round, ruleset, {org/system: the findings expected})
+ACCEPTED = [
+  ("v0.7", "0.7.0", {"Google/tpu-v4-16-TF": [   # submission_* lines appended at time_ms 0, no seed, no RCP in 0.7
+    ("WARN", "times", "result_0.txt", "5 event(s) at time_ms 0, off the run's clock: line 41 submission_platform"),
+    ("WARN", "seed", "result_0.txt", "no integer `seed` event"),
+    ("SKIP", "rcp", "tpu-v4-16-TF", "training 0.7.0 has no BERT RCPs")]}),
+  ("v1.0", "1.0.0", {
+    "Graphcore/ipu-pod16-POPART-closed": [      # no scaling.json: scored with 1, as result_summarizer scores it
+      ("WARN", "scaling", "ipu-pod16-POPART-closed",
+       "scaling.json absent: scored with 1 as MLCommons does; rcp_checker would give 1.01856")],
+    "Supermicro/SYS-420GP-TNAR+": [             # "key": "" records (its logger's), epochs counted in samples
+      ("PASS", "parse", "result_1.txt", ":::MLLOG events; 95 other line(s)"),
+      ("PASS", "rcp", "SYS-420GP-TNAR+", "epochs from train_samples")]}),
+  ("v3.0", "3.0.0", {"Intel/8-nodes-SPR-pytorch": [   # a cache_clear by clean.sh at time_ms 0 before each run
+    ("WARN", "times", "result_0.txt", "1 event(s) at time_ms 0, off the run's clock: line 1 cache_clear (written by "
+     "clean.sh)")]}),
+]
+
+
+@pytest.mark.slow  # runs the real tools: tens of seconds on 2 cores
+@pytest.mark.parametrize("version,ruleset,systems", ACCEPTED, ids=[a[0] for a in ACCEPTED])
+def test_accepted_systems_the_audit_once_failed_pass_with_the_official_score(tmp_path, version, ruleset, systems):
+  table = {(r["org"], r["system"]): r for r in json.loads((FIXTURES / "audit-calibration.json").read_text())["rows"]
+           if r["round"] == version[1:]}
+  shutil.copytree(DATA / version, tmp_path / version)
+  out = tmp_path / "audit.json"
+  assert cli.main(["audit", str(tmp_path / version), "--ruleset", ruleset, "--json", str(out)]) == 0
+  data = json.loads(out.read_text())
+  assert not [r for r in data["rows"] if r["status"] == "FAIL"]
+  assert set(data["scores"]) == set(systems)
+  for key, expected in systems.items():
+    s, official = data["scores"][key], table[tuple(key.split("/"))]["summarizer_score"]
+    assert official is not None and math.isclose(s["score"], official, rel_tol=1e-9), (key, s, official)
+    assert math.isclose(s["result_summarizer"], official, rel_tol=1e-9)
+    system = key.split("/")[1]
+    for status, check, subject, text in expected:
+      assert [r for r in data["rows"] if r["status"] == status and r["check"] == check
+              and r["subject"] in (system, f"{system}/{subject}") and text in r["reason"]], (key, status, check, text)
