@@ -24,7 +24,7 @@ summary per round is printed. Exit status 0 when no system FAILs and every score
 gives one, else 1.
 """
 from __future__ import annotations
-import argparse, csv, datetime, json, math, os, platform, re, shutil, subprocess, sys, tempfile, time
+import argparse, csv, datetime, json, math, os, platform, re, resource, shutil, subprocess, sys, tempfile, time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -117,7 +117,7 @@ def audit_org(org_dir: Path, ruleset: str) -> dict:
 
 
 def _cpu() -> float:
-  r = __import__("resource").getrusage(__import__("resource").RUSAGE_CHILDREN)
+  r = resource.getrusage(resource.RUSAGE_CHILDREN)
   return r.ru_utime + r.ru_stime
 
 

@@ -12,29 +12,21 @@ the summarizer's, the audit's verdict for the organization and package_checker's
 then a summary. Exit status 0 when every score and verdict agrees and no audit raised, else 1.
 """
 from __future__ import annotations
-import argparse, csv, json, math, re, shutil, subprocess, sys, tempfile, time, traceback
+import argparse, json, math, re, shutil, subprocess, sys, tempfile, time, traceback
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mlperf_bert.audit.org import audit_submission  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from calibrate_audit import summarizer_scores  # noqa: E402
 
 
 def official(org_dir: Path, ruleset: str) -> tuple[dict[str, float | None], bool]:
   """result_summarizer's scores {system: minutes} and package_checker's verdict, each on its own copy."""
+  scores, _ = summarizer_scores(org_dir, ruleset)
   with tempfile.TemporaryDirectory(prefix="compare-official-") as tmp:
     tmp = Path(tmp)
-    copy = tmp / "a" / org_dir.name
-    shutil.copytree(org_dir, copy, symlinks=True)
-    subprocess.run([sys.executable, "-m", "mlperf_logging.result_summarizer", str(copy), "training", ruleset, "--csv",
-                    str(tmp / "s.csv")], cwd=tmp, capture_output=True, text=True, errors="replace")
-    scores: dict[str, float | None] = {}
-    if (tmp / "s.csv").exists():
-      with open(tmp / "s.csv", newline="") as f:
-        for row in csv.DictReader(f):
-          m = re.search(r"/systems/(.+)\.json$", row.get("details_url", ""))
-          v = row.get("bert")
-          scores[m.group(1) if m else row.get("system", "")] = float(v) if v not in (None, "") else None
     copy2 = tmp / "b" / org_dir.name
     shutil.copytree(org_dir, copy2, symlinks=True)
     p = subprocess.run([sys.executable, "-m", "mlperf_logging.package_checker", str(copy2), "training", ruleset,

@@ -266,3 +266,24 @@ def test_a_copy_in_a_received_submission_is_a_warn_unless_its_clock_was_moved():
     assert row.status == status and "result_0.txt and result_1.txt have the same 3 eval(s)" in row.reason, row
     assert what in row.reason and "one run logged 2 times" in row.reason, row
     assert [r.status for r in copies(False, *logs)] == ["FAIL"]
+
+
+def test_trainer_output_in_a_log_is_counted_and_over_4_mib_a_warn(red):
+  """Lines that are no :::MLLOG record (mlperf-logging skips them): the parse row counts them; more than the published
+  logs hold (4 MiB; the largest published has 3.7 MB) is a WARN naming the count and bytes, never a FAIL."""
+  from mlperf_bert.audit.log_checks import check_parse
+  from mlperf_bert.audit.logs import read_log
+  log = bert(red) / "result_0.txt"
+  [row] = check_parse(read_log(log), "s")
+  assert row.status == "PASS" and "other line" not in row.reason   # tinycorp's logs are records only
+  with open(log, "ab") as f:
+    f.write(b"step 1 loss 7.1\n\n" * 3 + b"x" * 1000 + b"\n")
+  [row] = check_parse(read_log(log), "s")
+  assert row.status == "PASS" and row.reason.endswith("; 4 other line(s), 1,052 bytes (the trainer's output, which "
+                                                      "mlperf-logging skips)")
+  with open(log, "ab") as f:
+    f.write((b"j" * 1023 + b"\n") * (10 << 10))   # 10 MiB of junk
+  rows = check_parse(read_log(log), "s")
+  assert [r.status for r in rows] == ["PASS", "WARN"]
+  assert rows[1].check == "other lines" and rows[1].reason.startswith("10,486,812 bytes in 10,244 line(s) that are no "
+                                                                      ":::MLLOG record: more than the 4 MiB")
