@@ -1,11 +1,12 @@
 # mlperf-bert: tinygrad's MLPerf Training BERT submission as a Snakemake workflow.
 # The DAG only; the logic lives in the mlperf_bert package. See README.md.
 
-# YAML aliases are refused before Snakemake merges a config file (nested ones expand to gigabytes)
-from mlperf_bert.config import refuse_yaml_aliases
+# YAML aliases (nested ones expand to gigabytes) and URLs with credentials (Snakemake would record them) are refused
+# in each config file before the Snakefile merges config.yaml
+from mlperf_bert.config import precheck_config_files
 
 try:
-    refuse_yaml_aliases(f"{workflow.basedir}/config.yaml", *workflow.overwrite_configfiles)
+    precheck_config_files(f"{workflow.basedir}/config.yaml", *workflow.overwrite_configfiles)
 except Exception as e:
     raise WorkflowError(str(e))
 

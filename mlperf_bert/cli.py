@@ -87,14 +87,23 @@ def _positive(kind):
 def _add_config(sub) -> None:
   p = sub.add_parser("check-config", help="check config files before `snakemake --configfile` reads them (YAML "
                      "aliases, syntax, keys and types)")
-  p.add_argument("files", nargs="+", help="the config files, in the order --configfile would get them")
+  p.add_argument("files", nargs="*", help="the config files, in the order --configfile would get them")
   p.add_argument("--base", default=str(Path(__file__).resolve().parents[1] / "config.yaml"),
                  help="the config they are merged over (default: the checkout's config.yaml)")
+  p.add_argument("--snakemake-args", nargs=argparse.REMAINDER, metavar="ARG",
+                 help="instead of files: the arguments of a `snakemake` command (all that follows): the config files "
+                      "it would load (--configfile, its profiles') are checked for YAML aliases and URL credentials "
+                      "only, silently when they have none (scripts/demo.sh runs this before Snakemake)")
   p.set_defaults(func=_cmd_check_config)
 
 
 def _cmd_check_config(a) -> int:
-  from mlperf_bert.config import check_config_files
+  from mlperf_bert.config import check_config_files, precheck_config_files, snakemake_configfiles
+  if a.snakemake_args is not None:
+    precheck_config_files(*(snakemake_configfiles(a.snakemake_args) or []))
+    return 0
+  if not a.files:
+    raise UserError("check-config: name the config files to check, or give --snakemake-args ARGS...")
   cfg = check_config_files(a.files, a.base)
   print(f"{', '.join(a.files)}: valid over {a.base} (basedir {cfg['basedir']}, platform {cfg.get('platform', 'cpu')}, "
         f"{len(cfg.get('seeds', [0]))} seed(s))")
@@ -266,7 +275,8 @@ def _cmd_dress(a) -> int:
   from mlperf_bert.train import dress
   result = dress.dress_files(dress.profile_file(a.platform), a.bert_config or dress.DEFAULT_BERT_CONFIG,
                              layers=dress.parse_layers(a.layers), pair=dress.parse_pair(a.pair),
-                             overrides=_parse_set(a.set), on_cpu=a.cpu, json_out=a.json, log=_log)
+                             overrides=_parse_set(a.set), on_cpu=a.cpu, json_out=a.json, log=_log,
+                             timeline=a.timeline)
   print(result["table"])
   if result["fits"] is False:
     _log(f"error: {result['platform']} at BS {result['batch_size']} does not fit in {result['card']['name']}'s memory "
@@ -291,6 +301,8 @@ def _add_dress(sub) -> None:
   p.add_argument("--json", metavar="OUT", help="also write the figures as JSON")
   p.add_argument("--cpu", action="store_true", help="run the same steps on this machine's CPU instead (they execute: "
                  "small models only; what the NULL device's counts are checked against)")
+  p.add_argument("--timeline", action="store_true", help="also print where each step's memory goes on the device that "
+                 "holds most: each arena, the live bytes through the step, the buffers alive at its peak")
   p.set_defaults(func=_cmd_dress)
 
 
@@ -331,6 +343,13 @@ def _cmd_submission(a) -> int:
   return 1 if a.require_pass and not pc["passed"] else 0
 
 
+def _budget(text: str):
+  """--reexecute-budget's value (audit/bounded.py Budget): argparse's one-line error for a bad one."""
+  from mlperf_bert.audit.bounded import Budget
+  try: return Budget.parse(text)
+  except UserError as e: raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def _add_audit(sub) -> None:
   from mlperf_bert.audit import command, submission
   p = sub.add_parser("audit", help="audit MLPerf BERT results: a submission directory or a finished workflow basedir",
@@ -353,8 +372,10 @@ def _add_audit(sub) -> None:
                  "eval's batches on the final weights (default: on)")
   p.add_argument("--reexecute-seed", type=int, metavar="N", help="the sample's seed (default: drawn from os.urandom "
                  "and printed; pass it to repeat a draw)")
-  p.add_argument("--reexecute-budget", type=float, metavar="SECONDS", help="time bound of the re-execution (default "
-                 "300; at least one shard and one eval batch per log are redone whatever it says)")
+  p.add_argument("--reexecute-budget", type=_budget, metavar="SECONDS|P%", help="the re-execution's budget: seconds "
+                 "(default 300), a hard bound (every process is stopped at the end of its share; the rows say what "
+                 "was not redone), or a coverage P%% of the shards and of each log's eval batches, however long it "
+                 "takes (the rows say the chance a changed one was missed)")
   p.set_defaults(func=_cmd_audit)
 
   p = sub.add_parser("submission", help="assemble and check an MLPerf submission package from result logs",

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from mlperf_bert.errors import UserError
+from mlperf_bert.urls import redact, refuse_url_credentials
 
 SCHEMAS = Path(__file__).resolve().parents[1] / "schemas"
 CONFIG_SCHEMA = SCHEMAS / "config.schema.yaml"      # the workflow config
@@ -45,27 +46,46 @@ def safe_yaml(text: str, where: str) -> Any:
                     "ones expand to gigabytes); write the value out instead of referring to an anchor") from None
 
 
-def refuse_yaml_aliases(*paths: str | Path) -> None:
-  """Raise UserError for the first of `paths` (config files) that holds a YAML alias; missing files are skipped."""
+def precheck_config_files(*paths: str | Path) -> None:
+  """Raise UserError for the first of `paths` (config files) that holds a YAML alias or a URL with credentials
+  (mlperf_bert/urls.py); missing files and YAML syntax errors are left to Snakemake, which names them itself."""
   import yaml
   for p in paths:
     if Path(p).is_file():
-      try: safe_yaml(Path(p).read_text(encoding="utf-8", errors="replace"), str(p))
-      except yaml.YAMLError: pass  # Snakemake names a syntax error itself
+      try: doc = safe_yaml(Path(p).read_text(encoding="utf-8", errors="replace"), str(p))
+      except yaml.YAMLError: continue
+      refuse_url_credentials(doc, str(p))
+
+
+def snakemake_configfiles(argv: list[str]) -> list[Path] | None:
+  """The config files `snakemake ARGV...` would load (its --configfile values and its profiles' `configfile`), found
+  by Snakemake's own parser without loading them; None when the arguments are not a run (--help, --version, an
+  argument Snakemake refuses): Snakemake then says so itself."""
+  import contextlib, io
+  from snakemake.cli import parse_args
+  try:
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+      _, args = parse_args(list(argv))
+  except (SystemExit, Exception):
+    return None
+  return [Path(f) for f in (args.configfile or [])]
 
 
 def check_config_files(paths: list[str | Path], base: str | Path) -> dict[str, Any]:
   """What `snakemake --configfile PATHS...` would run with, checked without Snakemake (which loads and merges a
-  config file itself before any of this workflow's code runs, so a file of nested YAML aliases hangs it there):
-  each file free of aliases and a YAML mapping, then `base` (config.yaml) updated with them, typed and validated.
+  config file itself before any of this workflow's code runs, so a file of nested YAML aliases exhausts its memory
+  there): each file free of aliases and of URL credentials and a YAML mapping, then `base` (config.yaml) updated
+  with them, typed and validated.
   Returns the merged config; UserError naming the file (or every bad key) otherwise."""
   import yaml
   merged = safe_yaml(Path(base).read_text(encoding="utf-8"), str(base))
+  refuse_url_credentials(merged, str(base))
   for p in paths:
     try: doc = safe_yaml(Path(p).read_text(encoding="utf-8", errors="replace"), str(p))
     except OSError as e: raise UserError(f"{p}: cannot read it ({e.strerror}); check the path") from None
     except yaml.YAMLError as e:
-      raise UserError(f"{p}: not valid YAML ({' '.join(str(e).split())}); fix its syntax") from None
+      raise UserError(f"{p}: not valid YAML ({redact(' '.join(str(e).split()))}); fix its syntax") from None
+    refuse_url_credentials(doc, str(p))
     if not isinstance(doc, dict):
       raise UserError(f"{p}: a config file is a mapping of keys (basedir: ..., seeds: [...]), got a "
                       f"{type(doc).__name__}; write it as config.yaml is written")
@@ -236,6 +256,6 @@ def validate_config(config: dict[str, Any], schema_path: str | Path, source: str
       problems.append(f"{err.message} (in '{where}')")
     else:
       problems.append(f"key '{where}': {err.message}")
-  if problems:
-    raise UserError(f"{source} is invalid ({schema_path}):\n  - " + "\n  - ".join(problems) +
+  if problems:  # a value is quoted in some: never a URL's credentials
+    raise UserError(f"{source} is invalid ({schema_path}):\n  - " + "\n  - ".join(map(redact, problems)) +
                     "\n" + fix)

@@ -20,6 +20,7 @@ from typing import IO, Iterator
 
 from mlperf_bert.errors import UserError
 from mlperf_bert.fileio import atomic_path
+from mlperf_bert.urls import redact
 
 
 @contextlib.contextmanager
@@ -67,10 +68,11 @@ COMMAND_RECORD = Path("logs", "snakemake_command.json")
 
 
 def record_command(basedir: str | os.PathLike, argv: list[str]) -> Path:
-  """Write `snakemake ARGS...` (argv[0], Snakemake's entry point, recorded as "snakemake") for the run's jobs."""
+  """Write `snakemake ARGS...` (argv[0], Snakemake's entry point, recorded as "snakemake") for the run's jobs; a URL's
+  credentials in an argument are never written (the workflow refuses them in --config; mlperf_bert/urls.py)."""
   path = Path(basedir) / COMMAND_RECORD
   with atomic_path(path) as tmp:
-    tmp.write_text(json.dumps(["snakemake", *argv[1:]]) + "\n")
+    tmp.write_text(json.dumps(["snakemake", *map(redact, argv[1:])]) + "\n")
   return path
 
 

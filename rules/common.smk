@@ -23,6 +23,7 @@ from mlperf_bert.errors import UserError
 from mlperf_bert.plan import make_plan
 from mlperf_bert.snakejob import lock_basedir, record_command
 from mlperf_bert.train.hparams import rule_params, train_gpus
+from mlperf_bert.urls import refuse_url_credentials
 
 min_version("9.0")
 
@@ -35,6 +36,8 @@ def _make_plan(raw):
     values arrive as text: they are typed into a copy (PLAN.config); Snakemake's `config` is never written (of
     snakemake.config, the download jobs read the bounds as numbers, FetchPolicy.from_config; report_audit makes the
     plan again from typed_config)."""
+    # the files were checked by the Snakefile: a URL with credentials left in the config came from --config
+    refuse_url_credentials(raw, "--config (or a profile's config:)")
     typed = typed_config(raw)
     # too many seeds: one line naming the file that sets them, before the schema's list of problems
     check_seed_count(typed.get("seeds"), seeds_source(workflow.overwrite_configfiles, workflow.config_settings.config,

@@ -8,13 +8,14 @@ Faults per file path: "drop" (promise the whole file, send `drop_at` bytes, hang
 metadata name (`<name>.md5`, `<name>.uri`): "endless" (no Content-Length, bytes until the client hangs up),
 "trickle" (no Content-Length, one byte every `trickle_s`), "slowheaders" (the status line, then a header
 trickling a byte every `trickle_s`), "oversize" (Content-Length of a terabyte, then
-endless), "redirect" (302 to `redirect_to[key]`). `base[name]` replaces the base URL a .uri names.
+endless), "redirect" (302 to `redirect_to[key]`). `base[name]` replaces the base URL a .uri names. `auth = (user,
+password)` makes every GET want that HTTP basic-auth login (401 with `WWW-Authenticate: Basic` otherwise).
 Every request is recorded with its headers. A client that hangs up (a full disk, a size bound, a killed download:
 what these tests make it do) is counted in `hangups`, not printed as a traceback; any other error of a handler is
 printed as socketserver prints it.
 """
 from __future__ import annotations
-import hashlib, http.server, re, sys, threading, time
+import base64, hashlib, http.server, re, sys, threading, time
 
 LINE = b"d41d8cd98f00b204e9800998ecf8427e  ./endless\n"
 
@@ -29,6 +30,10 @@ class _Server(http.server.ThreadingHTTPServer):
       super().handle_error(request, client_address)
 
 
+def basic_auth(user: str, password: str) -> str:
+  return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+
+
 class R2Server:
   def __init__(self):
     self.datasets: dict[str, dict[str, bytes]] = {}
@@ -38,6 +43,7 @@ class R2Server:
     self.requests: list[tuple[str, dict]] = []
     self.redirect_to: dict[str, str] = {}
     self.base: dict[str, str] = {}
+    self.auth: tuple[str, str] | None = None
     self.trickle_s = 0.2
     self.stopping = threading.Event()
     server = self
@@ -93,6 +99,8 @@ class R2Server:
 
       def do_GET(self):
         server.requests.append((self.path, dict(self.headers)))
+        if server.auth is not None and self.headers.get("Authorization") != basic_auth(*server.auth):
+          return self._send(401, b"login wanted", "text/plain", [("WWW-Authenticate", 'Basic realm="r2"')])
         m = re.fullmatch(r"/metadata/([^/]+)\.(uri|md5)", self.path)
         if m and m.group(1) in server.datasets:
           name = m.group(1)

@@ -35,3 +35,22 @@ def topic_tree(base, demo_text, topics, vocab, pre=TINY_PRE):
     (base / "results4" / t).write_text("\n".join(lines) + "\n")
     build_shard(base / "results4" / t, base / "download/vocab.txt", base / "shards" / f"{t}.shard", log=None, **pre)
   return base
+
+
+def visible_eval_set(text, vocab, out, pre, eval_examples: int) -> None:
+  """A forger's eval set: the one `text` gives with `pre` and `eval_examples` (the reference's picks, its header
+  naming that text), but with every masked token left visible (each masked position's input is the token the text
+  holds there): well-formed, flagged an eval set, and any model scores high on it."""
+  import dataclasses
+  from mlperf_bert.data.corpus import preprocessing_settings
+  from mlperf_bert.data.evalset import pick_indices
+  from mlperf_bert.data.instances import make_instances, write_instances
+  st = preprocessing_settings(**pre)
+  corpus, inst, ids = make_instances(text, vocab, st)
+  picked = inst.take(pick_indices(len(inst), eval_examples))
+  row = np.repeat(np.arange(len(picked.nsl)), np.diff(picked.pred_offsets))
+  pos, la = picked.positions, picked.lengths[row, 0]
+  # a row is [CLS] A [SEP] B [SEP]: position p is A's token p - 1, or B's token p - len(A) - 2
+  src = np.where(pos <= la, picked.starts[row, 0] + pos - 1, picked.starts[row, 1] + pos - la - 2)
+  visible = dataclasses.replace(picked, inputs=corpus.stream[src].astype(picked.inputs.dtype))
+  write_instances(out, corpus, visible, st, ids, eval_set=True)

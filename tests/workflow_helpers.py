@@ -10,13 +10,14 @@ DEMO = REPO / "resources" / "demo"
 
 
 def snakemake(workdir: Path, *args: str, check: bool = True, configfile: Path | None = None,
-              timeout: int = 1200) -> subprocess.CompletedProcess:
-  """Run `snakemake -s REPO/Snakefile -d workdir ARGS` with the project's Python; returns the process."""
+              timeout: int = 1200, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+  """Run `snakemake -s REPO/Snakefile -d workdir ARGS` with the project's Python (`env` added to the environment);
+  returns the process."""
   cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(workdir)]
   if configfile is not None:
     cmd += ["--configfile", str(configfile)]
   cmd += list(args)
-  env = dict(os.environ, PYTHONUNBUFFERED="1")
+  env = dict(os.environ, PYTHONUNBUFFERED="1", **(env or {}))
   r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
   if check and r.returncode != 0:
     raise AssertionError(f"snakemake failed ({r.returncode}): {' '.join(cmd)}\n{r.stdout[-4000:]}\n{r.stderr[-8000:]}")

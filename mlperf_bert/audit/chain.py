@@ -142,9 +142,30 @@ def _accuracy_diff(log: Path, rec: dict) -> str:
   return ""
 
 
+def _placement(base: Path, rp: Path, rec: dict) -> list[tuple[str, str]]:
+  """(file, why) for each file the record says the run read from the wrong place: its eval set must be this tree's
+  eval/eval.shard (built from results4/eval.txt) and its training shards the tree's shards/, whatever else the
+  record names (a crafted eval set beside the real one, the eval set among the training shards)."""
+  root, out = base.resolve(), []
+  def name(p: Path) -> str: return str(p.relative_to(root)) if p.is_relative_to(root) else str(p)
+  ev = rec.get("eval_set") or {}
+  p = (rp.parent / str(ev.get("path"))).resolve()
+  if p != (base / "eval" / "eval.shard").resolve():
+    out.append((name(p), f"the eval set the train process read is {ev.get('path')} ({name(p)}), not this tree's "
+                "eval/eval.shard, the one built from results4/eval.txt: its accuracies are not on the tree's eval "
+                "set"))
+  for e in rec.get("shards") or []:
+    p = (rp.parent / str(e.get("path"))).resolve()
+    if p.parent != (base / "shards").resolve() or p.suffix != ".shard":
+      out.append((name(p), f"the train process read {e.get('path')} as a training shard: not one of this tree's "
+                  "shards/"))
+  return out
+
+
 def check_record(audit: Audit, base: Path, log: Path, files: list[Path], hasher: Callable) -> None:
   """shard -> train record -> log for one result log: the files the train process read equal those present
-  (shards/ and the eval set, no more, no fewer), and the log is byte for byte the one it wrote."""
+  (shards/ and the eval set, no more, no fewer, each from its place), and the log is byte for byte the one it wrote."""
+  from mlperf_bert.audit.provenance import size_differs
   from mlperf_bert.train.record import read_record, record_path
   rel, rp = str(log.relative_to(base)), record_path(log)
   if not rp.is_file():
@@ -155,6 +176,8 @@ def check_record(audit: Audit, base: Path, log: Path, files: list[Path], hasher:
   except UserError as e:
     audit.add("FAIL", CHECK, str(rp.relative_to(base)), f"shard -> train record: {e}"); return
   bad = 0
+  for name, why in _placement(base, rp, rec):
+    audit.add("FAIL", CHECK, name, f"shard -> train record: {why} ({rp.name}); {RETRAIN}"); bad += 1
   entries = [("shard", e) for e in rec.get("shards") or []] + [("eval set", rec.get("eval_set")),
              ("initial checkpoint", rec.get("init_checkpoint")), ("bert_config", rec.get("bert_config"))]
   read = set()
@@ -166,6 +189,10 @@ def check_record(audit: Audit, base: Path, log: Path, files: list[Path], hasher:
     if not p.is_file():
       audit.add("FAIL", CHECK, name, f"shard -> train record: the train process read this {what}, now missing "
                 f"({rp.name}); {RETRAIN}"); bad += 1
+    elif why := size_differs(p, e.get("bytes")):
+      audit.add("FAIL", CHECK, name, f"shard -> train record: sha256 now unknown (not hashed: {why}), the train "
+                f"process read {_short(e.get('sha256'))} ({rp.name}): the {what} changed after training; {RETRAIN}")
+      bad += 1
     elif (now := hasher(p)["sha256"]) != e.get("sha256"):
       audit.add("FAIL", CHECK, name, f"shard -> train record: sha256 now {_short(now)}, the train process read "
                 f"{_short(e.get('sha256'))} ({rp.name}): the {what} changed after training; {RETRAIN}"); bad += 1
@@ -188,16 +215,31 @@ def check_record(audit: Audit, base: Path, log: Path, files: list[Path], hasher:
     audit.add("PASS", CHECK, rel, "train record -> log: the log is byte for byte what the train process wrote")
 
 
+def recorded_config(logs: list[Path]) -> dict | None:
+  """The config on record: that of the first readable provenance record beside a result log."""
+  for log in logs:
+    try:
+      cfg = json.loads(log.with_name(log.name[:-len(".log")] + ".provenance.json").read_text()).get("config")
+    except (OSError, ValueError, AttributeError):
+      continue
+    if isinstance(cfg, dict): return cfg
+  return None
+
+
 def recorded_preprocessing(logs: list[Path], now_cfg: dict | None) -> dict | None:
   """The preprocessing settings the shards must have been built with: those of the config on record (the first
   readable provenance record), else the current config's (the config check compares the two)."""
-  for log in logs:
-    try:
-      cfg = json.loads(log.with_name(log.name[:-len(".log")] + ".provenance.json").read_text()).get("config") or {}
-    except (OSError, ValueError, AttributeError):
-      continue
-    if isinstance(cfg.get("preprocessing"), dict): return cfg["preprocessing"]
+  cfg = recorded_config(logs) or {}
+  if isinstance(cfg.get("preprocessing"), dict): return cfg["preprocessing"]
   return (now_cfg or {}).get("preprocessing")
+
+
+def recorded_eval_examples(logs: list[Path], now_cfg: dict | None) -> int | None:
+  """The eval_examples the eval set must have been picked with: the config on record's, else the current one's."""
+  for cfg in (recorded_config(logs) or {}, now_cfg or {}):
+    v = cfg.get("eval_examples")
+    if isinstance(v, int) and not isinstance(v, bool): return v
+  return None
 
 
 def check_chain(audit: Audit, base: Path, logs: list[Path], hasher: Callable, preprocessing: dict | None) -> None:

@@ -17,6 +17,7 @@ import os
 from pathlib import Path
 
 from mlperf_bert.constants import RULESET
+from mlperf_bert.audit.bounded import Budget
 from mlperf_bert.audit.org import audit_submission
 from mlperf_bert.audit.path_kind import detect_kind
 from mlperf_bert.audit.rows import Audit
@@ -27,7 +28,7 @@ def run_audit(path: str | os.PathLike, *, ruleset: str = RULESET, strict: bool =
               workflow_dir: str | os.PathLike | None = None, workdir: str | os.PathLike | None = None,
               configfiles: list[str] | None = None, config: list[str] | None = None, dry_run: bool = True,
               reexecute: bool = True, reexecute_seed: int | None = None,
-              reexecute_budget: float | None = None) -> Audit:
+              reexecute_budget: float | str | Budget | None = None) -> Audit:
   """Audit PATH, whichever kind it is."""
   p = Path(path)
   if detect_kind(p) == "basedir":

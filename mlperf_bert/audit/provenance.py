@@ -36,6 +36,15 @@ def hashes(path: str | os.PathLike, chunk: int = 1 << 22) -> dict[str, Any]:
   return {"bytes": n, "md5": md5.hexdigest(), "sha256": sha.hexdigest()}
 
 
+def size_differs(path: str | os.PathLike, recorded_bytes) -> str:
+  """Why `path` need not be hashed to know it changed: '' when its size is the recorded one (or none is recorded),
+  else both sizes. Checked before every hash of a recorded file, so a huge (or sparse) file in place of a small one
+  is one row at once, never minutes of hashing."""
+  if isinstance(recorded_bytes, bool) or not isinstance(recorded_bytes, int): return ""
+  size = os.stat(path).st_size
+  return "" if size == recorded_bytes else f"{size} bytes, the record says {recorded_bytes}"
+
+
 def versions() -> dict[str, str]:
   """Python and the installed versions of the packages that shape a result (those not installed are left out)."""
   out = {"python": _platform.python_version()}
@@ -246,6 +255,9 @@ def verify_provenance(rec: dict, basedir: str | os.PathLike | None = None, hashe
     name = e.get("basedir_path") or e["path"]
     if not p.is_file():
       out.append(("FAIL", name, f"{group}: recorded file is missing ({p})"))
+      continue
+    if why := size_differs(p, e.get("bytes")):
+      out.append(("FAIL", name, f"{group}: {why} (not hashed)"))
       continue
     h = hasher(p)
     diffs = [k for k in ("bytes", "md5", "sha256") if e.get(k) != h[k]]

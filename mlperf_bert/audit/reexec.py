@@ -1,112 +1,47 @@
 """Re-execution as evidence: the audit redoes a random sample of a workflow tree's work, chosen when it runs.
 
 Records can be rewritten by whoever holds the tree; work cannot be faked without doing it. So the audit
-  - rebuilds a random sample of topics' shards from their text (the text the header names) with the preprocessing
-    settings on record and the vocab, with the package's own builder (data/instances.build_shard, in a temporary
-    folder outside the tree), and compares the bytes with the shard on disk: shards are deterministic;
-  - evaluates a random sample of the last eval's batches on the final weights the train process saved
-    (result_bert_<seed>.final.safetensors) with the trainer's own eval step (train/evidence.py, in a process of its
-    own that exports the run's tinygrad settings first), and compares each batch's counts with those the train
-    record holds, which must in turn give the log's last eval_accuracy.
+  - rebuilds the eval set from results4/eval.txt, and a random sample of topics' shards from their text (the text the
+    header names), with the preprocessing settings on record and the vocab, with the package's own builders in a
+    process of its own (audit/rebuild.py), and compares the bytes with the files on disk: shards are deterministic;
+  - evaluates a random sample of the last eval's batches of the tree's own eval set (eval/eval.shard, whatever path
+    the record names) on the final weights the train process saved (result_bert_<seed>.final.safetensors) with the
+    trainer's own eval step (train/evidence.py, in a process of its own that exports the run's tinygrad settings
+    first, with its own search settings: BEAM 0, whatever the record says), and compares each batch's counts with
+    those the train record holds, which must in turn give the log's last eval_accuracy.
 The sample is drawn from a seed taken at audit time (os.urandom through `secrets`, or --reexecute-seed to repeat a
-draw) that is printed in the table, so a forger cannot know which part will be redone. A time budget bounds the
-work: shards are rebuilt in the drawn order until half of it is spent (at least one), then each log's batches are
-evaluated in the drawn order until its share of the rest is spent (at least one batch each).
+draw) that is printed in the table, so a forger cannot know which part will be redone. The budget (audit/bounded.py)
+is seconds or a coverage. Seconds are a hard bound: the eval set and the shards are rebuilt in the drawn order until
+half of it is spent, then each log's batches are evaluated in the drawn order until its share of the rest is spent;
+each process is stopped with its process group at the end of its share, and the row says what was not redone. A
+coverage (20%) redoes that share of the shards and of each log's batches (at least one of each), however long it takes.
 
-Same device kind, device count and float type as the train run: the counts must be equal (they are integers; only a
-logit tie broken the other way could change one). Another device (e.g. a GPU run audited on a CPU): each batch's
-correct count and accuracy within BAND (2 %) of its predictions, its total exact: another kernel sums in another
-order, and bf16/fp16 logits that nearly tie can flip an argmax; a forged accuracy moves far more (0.05 -> 0.72 is
-two thirds of every batch's predictions).
+Same device kind, device count and float type as the train run, and no kernel search in it: the counts must be
+equal (they are integers; only a logit tie broken the other way could change one). Another device (e.g. a GPU run
+audited on a CPU), or a run whose eval kernels were searched (BEAM > 0: the re-execution runs tinygrad's default
+kernels, whose sums go in another order): each batch's correct count and accuracy within BAND (2 %) of its
+predictions, its total exact: bf16/fp16 logits that nearly tie can flip an argmax; a forged accuracy moves far more
+(0.05 -> 0.72 is two thirds of every batch's predictions).
 
-    reexecute(audit, base, logs, preprocessing, seed=None, budget_s=DEFAULT_BUDGET_S)
+    reexecute(audit, base, logs, preprocessing, hasher, seed=None, budget=DEFAULT_BUDGET_S, eval_examples=None)
 """
 from __future__ import annotations
-import json, math, os, queue, random, secrets, subprocess, sys, tempfile, threading, time
+import json, math, os, sys, tempfile, time
 from pathlib import Path
 from typing import Callable
 
+from mlperf_bert.audit.bounded import Budget, catch_chance, draw_order, draw_seed, run_json_lines
+from mlperf_bert.audit.rebuild import EVAL_SET, NOT_REEXECUTABLE, rebuild_shard, reexecute_data
 from mlperf_bert.audit.rows import Audit
 from mlperf_bert.errors import UserError
+
+__all__ = ["BAND", "DEFAULT_BUDGET_S", "Budget", "batches_agree", "catch_chance", "draw_order", "draw_seed",
+           "rebuild_shard", "reexecute", "reexecute_data", "reexecute_eval"]
 
 CHECK = "re-execution"
 DEFAULT_BUDGET_S = 300.0
 BAND = 0.02
-NOT_REEXECUTABLE = "not re-executable"
 RETRAIN = "retrain: snakemake --forcerun train"
-
-
-def draw_seed() -> int:
-  """A fresh seed for the sample (from os.urandom), printed so the same draw can be repeated."""
-  return secrets.randbits(32)
-
-
-def draw_order(n: int, seed: int, salt: str) -> list[int]:
-  """0..n-1 in an order drawn from (seed, salt): the sample is a prefix of it, as long as the budget allows."""
-  order = list(range(n))
-  random.Random(f"{seed}:{salt}").shuffle(order)
-  return order
-
-
-def catch_chance(k: int, n: int) -> str:
-  return f"a change to any one of the {n} is caught with probability {k}/{n}" if k < n else "every one redone"
-
-
-# ------------------------------------------------------------------------------------------------ shards
-def rebuild_shard(base: Path, shard: Path, preprocessing: dict, tmp: Path, hasher: Callable) -> tuple[str, str]:
-  """Rebuild `shard` from results4/<topic> (its header's source) with `preprocessing` and download/vocab.txt in
-  `tmp`; (status, reason): PASS byte-identical, FAIL different, WARN not re-executable (inputs absent or not those
-  of the header: the chain rows say which)."""
-  from mlperf_bert.audit.chain import source_text
-  from mlperf_bert.data.corpus import preprocessing_settings
-  from mlperf_bert.data.instances import build_shard
-  from mlperf_bert.data.shards import Shard
-  text, vocab = source_text(base, shard), base / "download" / "vocab.txt"
-  try:
-    sh = Shard(shard, check=False)
-    head = (sh.source_sha256, sh.settings_sha256, sh.vocab_sha256)
-    sh.close()
-    st = preprocessing_settings(**preprocessing)
-  except (UserError, TypeError) as e:
-    return "WARN", f"{NOT_REEXECUTABLE}: {e}"
-  for what, path, want in (("text", text, head[0]), ("vocab", vocab, head[2])):
-    if not path.is_file():
-      return "WARN", f"{NOT_REEXECUTABLE}: its {what} {path.relative_to(base)} is not present"
-    if hasher(path)["sha256"] != want:
-      return "WARN", f"{NOT_REEXECUTABLE}: {path.relative_to(base)} is not the {what} its header names (chain rows)"
-  if st.sha256() != head[1]:
-    return "WARN", f"{NOT_REEXECUTABLE}: its header's settings are not the preprocessing on record (chain rows)"
-  out = tmp / shard.name
-  build_shard(text, vocab, out, log=None, **{k: getattr(st, k) for k in preprocessing})
-  now, again = hasher(shard)["sha256"], hasher(out)["sha256"]
-  out.unlink()
-  if now != again:
-    return "FAIL", (f"rebuilt from {text.relative_to(base)} with the recorded settings and vocab, the shard is "
-                    f"{again[:12]}..., the one on disk {now[:12]}...: it was not built from that text and those "
-                    f"settings (whatever its records say); rebuild it: snakemake --force {shard}, then retrain")
-  return "PASS", "rebuilt byte-identical"
-
-
-def reexecute_shards(audit: Audit, base: Path, preprocessing: dict | None, seed: int, budget_s: float,
-                     hasher: Callable) -> None:
-  shards = sorted((base / "shards").glob("*.shard")) if (base / "shards").is_dir() else []
-  if not shards: return
-  if not isinstance(preprocessing, dict):
-    audit.add("WARN", CHECK, "shards", f"{NOT_REEXECUTABLE}: no preprocessing settings on record"); return
-  t0, done, bad = time.perf_counter(), 0, 0
-  with tempfile.TemporaryDirectory(prefix="mlperf-bert-reexec-") as tmp:
-    for i in draw_order(len(shards), seed, "shards"):
-      if done and time.perf_counter() - t0 >= budget_s: break
-      f = shards[i]
-      status, why = rebuild_shard(base, f, preprocessing, Path(tmp), hasher)
-      done += 1
-      if status != "PASS":
-        audit.add(status, CHECK, str(f.relative_to(base)), f"shard rebuilt (seed {seed}): {why}"); bad += 1
-  secs = time.perf_counter() - t0
-  if not bad:
-    audit.add("PASS", CHECK, "shards", f"{done} of {len(shards)} topics' shards (drawn with seed {seed}) rebuilt from "
-              f"their text with the recorded settings: byte-identical, {secs:.1f} s of a {budget_s:.0f} s share; "
-              f"{catch_chance(done, len(shards))}")
 
 
 # ------------------------------------------------------------------------------------------------ the last eval
@@ -122,47 +57,25 @@ def batches_agree(recorded: list[float], got: list[float], exact: bool) -> str:
           f"{float(recorded[0]):g}/{float(recorded[1]):g} ({float(recorded[2]):.6f})")
 
 
-def _stream(cmd: list[str], env: dict, deadline: float, need: int) -> tuple[list[dict], str, bool]:
-  """Run `cmd`, collecting its JSON lines until it ends or `deadline` passes with at least `need` lines read;
-  (lines, stderr tail, cut by the deadline)."""
-  with tempfile.TemporaryFile() as err:
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, env=env)
-    q: queue.Queue = queue.Queue()
-    threading.Thread(target=lambda: [q.put(l) for l in p.stdout] + [q.put(None)], daemon=True).start()
-    lines, cut = [], False
-    while True:
-      left = deadline - time.perf_counter()
-      if len(lines) >= need and left <= 0:
-        cut = True; break
-      try: line = q.get(timeout=max(left, 0.1) if len(lines) >= need else 1.0)
-      except queue.Empty: continue
-      if line is None: break
-      try: obj = json.loads(line)
-      except ValueError: continue  # not one of the eval process's lines
-      if isinstance(obj, dict): lines.append(obj)
-    if p.poll() is None: p.kill()
-    p.wait()
-    err.seek(0)
-    tail = err.read().decode(errors="replace").strip().splitlines()[-2:]
-  return lines, " | ".join(tail), cut
-
-
-def reeval_sample(record: Path, indices: list[int], ev: dict, deadline: float) -> tuple[dict, list[dict], str]:
-  """The re-execution process (python -m mlperf_bert.train.evidence): (devices used, batch lines, error)."""
+def reeval_sample(record: Path, indices: list[int], ev: dict, deadline: float | None,
+                  eval_set: Path) -> tuple[dict, list[dict], str, bool]:
+  """The re-execution process (python -m mlperf_bert.train.evidence) on `eval_set`, stopped with its process group
+  at `deadline`: (devices used, batch lines, error, stopped)."""
   with tempfile.TemporaryDirectory(prefix="mlperf-bert-reeval-") as tmp:
     req = Path(tmp) / "request.json"
     req.write_text(json.dumps({"record": str(record.resolve()), "indices": indices, "device": ev.get("device"),
-                               "devices": ev.get("devices", 1)}))
+                               "devices": ev.get("devices", 1), "eval_set": str(eval_set.resolve())}))
     env = dict(os.environ)
     root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    lines, tail, _ = _stream([sys.executable, "-m", "mlperf_bert.train.evidence", str(req)], env, deadline, 2)
+    lines, tail, stopped = run_json_lines([sys.executable, "-m", "mlperf_bert.train.evidence", str(req)], env,
+                                          deadline)
   errors = [l["error"] for l in lines if "error" in l]
   devs = next((l for l in lines if "device" in l), {})
   got = [l for l in lines if "index" in l]
-  if errors or not devs or not got:
-    return devs, got, errors[0] if errors else (tail or "the eval process printed nothing")
-  return devs, got, ""
+  if errors or (not stopped and (not devs or not got)):
+    return devs, got, errors[0] if errors else (tail or "the eval process printed nothing"), stopped
+  return devs, got, "", stopped
 
 
 def _recorded(rec: dict) -> tuple[list[list[float]], dict] | str:
@@ -173,9 +86,42 @@ def _recorded(rec: dict) -> tuple[list[list[float]], dict] | str:
   return ev["batches"], ev
 
 
-def reexecute_eval(audit: Audit, base: Path, log: Path, seed: int, budget_s: float, hasher: Callable) -> None:
+def eval_search(hparams: dict) -> int:
+  """The BEAM the run's eval step was compiled with (EVAL_BEAM, else BEAM): 0 when its kernels were not searched."""
+  hp = hparams if isinstance(hparams, dict) else {}
+  beam = hp.get("EVAL_BEAM") if hp.get("EVAL_BEAM") is not None else hp.get("BEAM")
+  return int(beam) if isinstance(beam, (int, float)) and not isinstance(beam, bool) else 0
+
+
+def _weights(base: Path, rp: Path, rec: dict, hasher: Callable) -> Path | str:
+  """The final weights, or why they are not the train process's (their size is compared before any hashing)."""
+  from mlperf_bert.audit.provenance import size_differs
+  entry = rec["final_weights"]
+  weights = (rp.parent / str(entry.get("path"))).resolve()
+  if not weights.is_file():
+    return f"the final weights {entry.get('path')} are missing; {RETRAIN}"
+  if (why := size_differs(weights, entry.get("bytes"))) or hasher(weights)["sha256"] != entry.get("sha256"):
+    return (f"{weights.name}: {why + ' (not hashed)' if why else 'sha256 is not the one the train process wrote'} "
+            f"({rp.name}); {RETRAIN}")
+  return weights
+
+
+def _own_eval_set(base: Path, rp: Path, rec: dict, hasher: Callable) -> Path | str:
+  """The tree's eval/eval.shard when it is the eval set the record says the run read, else why not."""
+  ev, entry = base / EVAL_SET, rec.get("eval_set") or {}
+  named = (rp.parent / str(entry.get("path"))).resolve()
+  if named != ev.resolve():
+    return f"the train record's eval set is {entry.get('path')}, not this tree's {EVAL_SET} (chain rows)"
+  if not ev.is_file() or hasher(ev)["sha256"] != entry.get("sha256"):
+    return f"{EVAL_SET} is not the eval set the train process read (chain rows)"
+  return ev
+
+
+def reexecute_eval(audit: Audit, base: Path, log: Path, seed: int, budget: Budget, deadline: float | None,
+                   hasher: Callable, eval_proven: bool | None = None) -> None:
   """One result log's last eval: the record's batches give the log's accuracy; a sample of them, evaluated again
-  on the final weights, gives the record's counts."""
+  on the final weights and the tree's own eval set, gives the record's counts. eval_proven False (the eval set is
+  not what eval.txt gives): nothing is evaluated on it."""
   from mlperf_bert.audit.chain import _accuracies
   from mlperf_bert.train.evidence import EvalBatch, eval_accuracy
   from mlperf_bert.train.record import read_record, record_path
@@ -188,12 +134,9 @@ def reexecute_eval(audit: Audit, base: Path, log: Path, seed: int, budget_s: flo
   if isinstance(r, str):
     audit.add("WARN", CHECK, rel, f"{NOT_REEXECUTABLE}: {r}; {RETRAIN} to make it re-executable"); return
   batches, ev = r
-  weights = (rp.parent / str(rec["final_weights"].get("path"))).resolve()
-  if not weights.is_file():
-    audit.add("FAIL", CHECK, rel, f"the final weights {rec['final_weights'].get('path')} are missing; {RETRAIN}"); return
-  if hasher(weights)["sha256"] != rec["final_weights"].get("sha256"):
-    audit.add("FAIL", CHECK, rel, f"{weights.name}: sha256 is not the one the train process wrote ({rp.name}); "
-              f"{RETRAIN}"); return
+  weights = _weights(base, rp, rec, hasher)
+  if isinstance(weights, str):
+    audit.add("FAIL", CHECK, rel, weights); return
   try:
     as_b = [EvalBatch(*map(float, b)) for b in batches]
   except (TypeError, ValueError):
@@ -206,16 +149,30 @@ def reexecute_eval(audit: Audit, base: Path, log: Path, seed: int, budget_s: flo
               f"{len(batches)} eval batches in {rp.name} give {rec_acc}: the log or its record was changed; {RETRAIN}")
     return
   n = len(batches)
-  order = draw_order(n, seed, log.name)
+  own = _own_eval_set(base, rp, rec, hasher)
+  if isinstance(own, str) or eval_proven is False:
+    why = own if isinstance(own, str) else f"{EVAL_SET} is not the eval set results4/eval.txt gives (its row)"
+    audit.add("WARN", CHECK, rel, f"not redone: none of the {n} batches of the last eval: {why}, so an accuracy "
+              "measured on it proves nothing"); return
+  order = draw_order(n, seed, log.name)[:budget.count(n)]
   st = time.perf_counter()
-  devs, got, err = reeval_sample(rp, order, ev, st + budget_s)
+  devs, got, err, stopped = reeval_sample(rp, order, ev, deadline, own)
   secs = time.perf_counter() - st
+  share = f"{secs:.1f} s" + (f" of a {max(deadline - st, 0):.0f} s share" if deadline is not None else
+                             f" ({budget.describe()})")
   if err:
     audit.add("FAIL", CHECK, rel, f"the eval of {weights.name} failed: {err}"); return
-  exact = (devs.get("device"), devs.get("devices")) == (ev.get("device"), ev.get("devices"))
+  if not got:
+    audit.add("WARN", CHECK, rel, f"not redone: none of the {n} batches of the last eval: the eval process was "
+              f"stopped with its process group at the end of its share ({share}) before its first batch; give a "
+              "larger --reexecute-budget"); return
+  beam = eval_search(rec.get("hparams"))
+  same = (devs.get("device"), devs.get("devices")) == (ev.get("device"), ev.get("devices"))
+  why_band = "; ".join(([] if same else [f"the run used {ev.get('devices')} {ev.get('device')}"]) + (
+    [f"the run searched its eval kernels with BEAM {beam}, the re-execution uses BEAM 0"] if beam else []))
+  exact = same and not beam
   how = (f"on {devs.get('devices')} {devs.get('device')} device(s), {ev.get('float_type')}, " +
-         ("bit-exact as recorded" if exact else f"within {BAND:.0%} (the run used {ev.get('devices')} "
-          f"{ev.get('device')})"))
+         ("bit-exact as recorded" if exact else f"within {BAND:.0%} ({why_band})"))
   bad = [(g["index"], why) for g in got if (why := batches_agree(batches[g["index"]], g["batch"], exact))]
   got.sort(key=lambda g: g["index"])  # summed in the eval's order, as the run summed them
   sample = eval_accuracy([EvalBatch(*g["batch"]) for g in got], str(ev.get("metric")))
@@ -227,20 +184,26 @@ def reexecute_eval(audit: Audit, base: Path, log: Path, seed: int, budget_s: flo
   if len(got) == n and not math.isclose(sample, logged[-1], rel_tol=0 if exact else BAND, abs_tol=0 if exact else BAND):
     audit.add("FAIL", CHECK, rel, f"all {n} eval batches re-executed give accuracy {sample}, the log says "
               f"{logged[-1]}; {RETRAIN}"); return
+  cut = (f"; not redone: {n - len(got)} batch(es), the eval process was stopped at the end of its share" if stopped
+         else "")
   audit.add("PASS", CHECK, rel, f"{len(got)} of {n} batches of the last eval (drawn with seed {seed}) evaluated on "
             f"{weights.name} with the trainer's eval step {how}: accuracy {sample:.6f} on the sample, "
-            f"{logged[-1]:.6f} logged, {secs:.1f} s of a {budget_s:.0f} s share; {catch_chance(len(got), n)}")
+            f"{logged[-1]:.6f} logged, {share}; {catch_chance(len(got), n)}{cut}")
 
 
-# ------------------------------------------------------------------------------------------------ both
+# ------------------------------------------------------------------------------------------------ all of it
 def reexecute(audit: Audit, base: Path, logs: list[Path], preprocessing: dict | None, hasher: Callable, *,
-              seed: int | None = None, budget_s: float = DEFAULT_BUDGET_S) -> None:
-  """The re-execution rows of a workflow tree (see the module doc). seed None: drawn now."""
+              seed: int | None = None, budget: Budget | float | str = DEFAULT_BUDGET_S,
+              eval_examples: int | None = None) -> None:
+  """The re-execution rows of a workflow tree (see the module doc). seed None: drawn now; budget: seconds, a
+  Budget, or its text (`300`, `300s`, `20%`)."""
   seed = draw_seed() if seed is None else int(seed)
-  if budget_s <= 0: raise UserError(f"--reexecute-budget {budget_s}: expected a positive number of seconds")
+  budget = budget if isinstance(budget, Budget) else Budget.parse(budget)
   t0 = time.perf_counter()
-  reexecute_shards(audit, base, preprocessing, seed, budget_s / 2, hasher)
-  left = max(budget_s - (time.perf_counter() - t0), 0.0)
+  end = None if budget.seconds is None else t0 + budget.seconds
+  proven = reexecute_data(audit, base, preprocessing, eval_examples, seed, budget,
+                          None if end is None else t0 + budget.seconds / 2, hasher)
   for i, log in enumerate(logs):
-    reexecute_eval(audit, base, log, seed, left / (len(logs) - i), hasher)
-    left = max(budget_s - (time.perf_counter() - t0), 0.0)
+    # each log's share of what is left: its eval process is stopped at the end of it
+    deadline = None if end is None else time.perf_counter() + max(end - time.perf_counter(), 0.0) / (len(logs) - i)
+    reexecute_eval(audit, base, log, seed, budget, deadline, hasher, proven)

@@ -34,3 +34,27 @@ def rehearsal_config(logs: list[Path], overrides: dict[str, str]) -> None:
   if all(is_rehearsal(read_log(l)) for l in logs):
     overrides["rehearse"] = "true"
     overrides.setdefault("platform", logs[0].parent.name.removesuffix(REHEARSAL_SUFFIX))
+
+
+def rehearsal_settings_rows(base: Path, logs: list[Path], workflow_dir: Path) -> list[Row]:
+  """For each rehearsal log of a tree: every setting its run had (its train record) that is not its profile's
+  (profiles/<platform>/platform.yaml of the workflow), as the workflow's rehearsal note names them."""
+  from mlperf_bert.errors import UserError
+  from mlperf_bert.train.hparams import load_platform
+  from mlperf_bert.train.record import read_record, record_path
+  from mlperf_bert.train.rehearsal import changed_settings
+  from mlperf_bert.train.settings import Settings
+  rows = []
+  for log in logs:
+    if not log.parent.name.endswith(REHEARSAL_SUFFIX) or not is_rehearsal(read_log(log)): continue
+    profile = workflow_dir / "profiles" / log.parent.name.removesuffix(REHEARSAL_SUFFIX) / "platform.yaml"
+    try:
+      run = Settings.from_dict(dict(read_record(record_path(log))["hparams"]))
+      changed = changed_settings(load_platform(profile), run)
+    except (UserError, OSError, KeyError, TypeError, ValueError) as e:
+      rows.append(Row("WARN", "rehearsal", str(log.relative_to(base)), f"its settings are not compared with "
+                      f"{profile.name} of profiles/{profile.parent.name}: {e}")); continue
+    rows.append(Row("SKIP", "rehearsal", str(log.relative_to(base)), f"rehearsal settings (its train record against "
+                    f"profiles/{profile.parent.name}/platform.yaml): {', '.join(changed) or 'none changed'}; every "
+                    "other setting is the profile's"))
+  return rows

@@ -7,13 +7,16 @@ from pathlib import Path
 
 from mlperf_bert.errors import UserError
 from mlperf_bert.constants import RULESET
+from mlperf_bert.audit.bounded import Budget
 from mlperf_bert.audit.log_checks import check_logs, check_ruleset
 from mlperf_bert.audit.path_kind import is_org_dir
 from mlperf_bert.audit.rows import Audit, Row, shorten
 from mlperf_bert.audit.org import audit_org
-from mlperf_bert.audit.chain import check_chain, recorded_preprocessing
+from mlperf_bert.audit.chain import check_chain, recorded_config, recorded_eval_examples, recorded_preprocessing
 from mlperf_bert.audit.logs import MLPerfLog, read_log
-from mlperf_bert.audit.rehearsal import rehearsal_config
+from mlperf_bert.audit.rehearsal import rehearsal_config, rehearsal_settings_rows
+from mlperf_bert.audit.text import check_text
+from mlperf_bert.audit.untrusted import links_out
 
 # ----------------------------------------------------------------------------------------------------------------
 # a finished workflow tree (basedir)
@@ -288,6 +291,15 @@ def check_seed_names(base: Path, plat: Path, plogs: list[MLPerfLog]) -> list[Row
   return rows
 
 
+def check_links(audit: Audit, base: Path) -> None:
+  """A WARN naming the tree's symlinks that resolve outside it: the checks follow them, to files not the tree's."""
+  out = links_out(base)
+  if out:
+    audit.add("WARN", "links", str(base), f"{len(out)}{'+' if len(out) >= 1000 else ''} path(s) of the tree are "
+              f"symlinks resolving outside it (or nowhere), followed by the checks: " +
+              shorten([f"{p} -> {t}" for p, t in out], 5))
+
+
 def check_result_logs(audit: Audit, base: Path, logs: list[Path], ruleset: str) -> None:
   """The log checks of log_checks.py on each platform's result logs (a tree's logs are not scored)."""
   for plat in sorted({l.parent for l in logs}):
@@ -302,7 +314,7 @@ def audit_basedir(path: str | os.PathLike, *, ruleset: str = RULESET, strict: bo
                   workflow_dir: str | os.PathLike | None = None, workdir: str | os.PathLike | None = None,
                   configfiles: list[str] | None = None, config: list[str] | None = None,
                   dry_run: bool = True, resolved_config: dict | None = None, reexecute: bool = True,
-                  reexecute_seed: int | None = None, reexecute_budget: float | None = None) -> Audit:
+                  reexecute_seed: int | None = None, reexecute_budget: float | str | Budget | None = None) -> Audit:
   """Audit a finished workflow tree: Snakemake's dry run (what would run, and why), every shard against
   SHA256SUMS and its sidecar, every result log against its provenance record (and the record's config against
   the current one), and the log checks on every result log; a submission package under it is audited too.
@@ -310,8 +322,11 @@ def audit_basedir(path: str | os.PathLike, *, ruleset: str = RULESET, strict: bo
   resolved_config: the config as Snakemake resolved it (from inside a workflow job); otherwise it is rebuilt from
   the workflow's config.yaml, `configfiles` and the `config` KEY=VALUE overrides. reexecute: rebuild a random
   sample of shards and evaluate a random sample of eval batches on the final weights (audit/reexec.py), drawn with
-  `reexecute_seed` (None: drawn now) within `reexecute_budget` seconds."""
+  `reexecute_seed` (None: drawn now) within `reexecute_budget` (seconds, a Budget, or its text: `300s`, a coverage
+  `20%`)."""
   from mlperf_bert.audit.provenance import git_state
+  if reexecute_budget is not None and not isinstance(reexecute_budget, Budget):
+    reexecute_budget = Budget.parse(reexecute_budget)  # a bad one stops the audit before any check
   base = Path(path)
   audit = Audit(str(base), "basedir", ruleset, strict)
   check_ruleset(audit, ruleset)
@@ -327,6 +342,7 @@ def audit_basedir(path: str | os.PathLike, *, ruleset: str = RULESET, strict: bo
   else:
     audit.add("SKIP", "dry run", str(wf), "skipped (--no-dry-run)")
   hasher = _Hasher()
+  check_links(audit, base)
   check_checksums(audit, base, hasher)
   check_eval_set(audit, base)
   head = git_state(wf).get("commit")
@@ -334,15 +350,18 @@ def audit_basedir(path: str | os.PathLike, *, ruleset: str = RULESET, strict: bo
     audit.add("FAIL", "result logs", str(base), "no results/<platform>/result_bert_<seed>.log")
   for log in logs:
     check_provenance(audit, base, log, now_cfg, head, hasher, workflow_dir=wf, workdir=wd)
-  # text -> shard -> train record -> log: what each producing process recorded (audit/chain.py)
+  # md5 list -> text -> shard -> train record -> log: the download's md5s and what each producing process recorded
+  check_text(audit, base, hasher, now_cfg if now_cfg is not None else recorded_config(logs), wf)
   check_chain(audit, base, logs, hasher, recorded_preprocessing(logs, now_cfg))
   if reexecute:
     from mlperf_bert.audit.reexec import DEFAULT_BUDGET_S, reexecute as redo
     redo(audit, base, logs, recorded_preprocessing(logs, now_cfg), hasher, seed=reexecute_seed,
-         budget_s=DEFAULT_BUDGET_S if reexecute_budget is None else reexecute_budget)
+         budget=DEFAULT_BUDGET_S if reexecute_budget is None else reexecute_budget,
+         eval_examples=recorded_eval_examples(logs, now_cfg))
   else:
     audit.add("SKIP", "re-execution", str(base), "skipped (--no-reexecute): nothing was redone")
   check_result_logs(audit, base, logs, ruleset)
+  audit.extend(rehearsal_settings_rows(base, logs, wf))
   sub = base / "submission"
   if sub.is_dir():
     for org in sorted(c for c in sub.iterdir() if c.is_dir() and is_org_dir(c)):

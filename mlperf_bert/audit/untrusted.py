@@ -96,3 +96,20 @@ def safe_copy(src: Path, dest: Path, root: Path, budget: list[int]) -> None:
   budget[0] -= 1; budget[1] -= size
   dest.parent.mkdir(parents=True, exist_ok=True)
   shutil.copyfile(src, dest)
+
+
+def links_out(root: Path, limit: int = 1000) -> list[tuple[str, str]]:
+  """(path under `root`, where it resolves) for each symlink under a workflow tree that resolves outside it (or
+  nowhere), walked without following links, sorted; at most `limit` of them."""
+  out: list[tuple[str, str]] = []
+  top = Path(os.path.realpath(root))
+  for d, dirs, files in os.walk(root):
+    for name in sorted(dirs + files):
+      p = Path(d) / name
+      if not p.is_symlink(): continue
+      target = Path(os.path.realpath(p))
+      if not target.is_relative_to(top) or not target.exists():
+        out.append((str(p.relative_to(root)), str(target)))
+        if len(out) >= limit: return sorted(out)
+    dirs.sort()
+  return sorted(out)

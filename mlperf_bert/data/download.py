@@ -24,8 +24,8 @@ from urllib.parse import urlsplit
 from mlperf_bert.errors import UserError
 from mlperf_bert.fileio import atomic_path, copy_to_part, scratch_dir
 from mlperf_bert.data import r2
-from mlperf_bert.data.http import (FetchPolicy, NetworkError, download_file, finish_part, part_path, redact,
-                                   with_retries)
+from mlperf_bert.data.http import FetchPolicy, NetworkError, download_file, finish_part, part_path, with_retries
+from mlperf_bert.urls import redact
 
 GDRIVE_URL = "https://drive.google.com/uc?id={id}"
 GDRIVE_HOSTS = ("drive.google.com", "docs.google.com", "drive.usercontent.google.com")

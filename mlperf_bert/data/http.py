@@ -5,9 +5,10 @@ network error, retried) and a size bound: a listing's is small; a file's is the 
 (Content-Length, Content-Range) or `FetchPolicy.max_file_bytes` when it announces none. A body over its bound is
 refused at once and what arrived of it removed, with any `.part` an earlier attempt kept (a body cut at its bound is
 not resumable data); a deadline keeps the `.part` of an honest download, and the next run resumes it. No message,
-log line or record shows a URL's `user:password@` (`redact`). Redirects are followed by hand, hop by hop, so that the
-MLCommons token (`MLC_R2_TOKEN`) goes only to https URLs of MLCommons' storage and never to a host a redirect or a
-`.uri` names (requests forwards custom headers across origins).
+log line or record shows a URL's `user:password@` (mlperf_bert/urls.py `redact`). Redirects are followed by hand, hop
+by hop, so that the MLCommons token (`MLC_R2_TOKEN`) goes only to https URLs of MLCommons' storage and never to a host
+a redirect or a `.uri` names (requests forwards custom headers across origins). A login (HTTP basic auth) comes from
+~/.netrc or the file NETRC names: requests reads it for each request, per host, so each hop gets its own host's entry.
 """
 from __future__ import annotations
 import contextlib, hashlib, os, re, signal, threading, time
@@ -17,6 +18,7 @@ from typing import Callable
 from urllib.parse import urljoin, urlsplit
 
 from mlperf_bert.errors import UserError
+from mlperf_bert.urls import NETRC_FIX, redact
 
 TOKEN_ENV = "MLC_R2_TOKEN"       # a Cloudflare Access token for restricted datasets (sent as cf-access-token)
 TOKEN_HEADER = "cf-access-token"
@@ -53,15 +55,6 @@ class FetchPolicy:
 
 class NetworkError(Exception):
   """A failure that can succeed when tried again (connection reset, stall, short body, HTTP 5xx/429)."""
-
-
-_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#\s@]+@")
-
-
-def redact(text) -> str:
-  """`text` with the `user:password@` of every URL in it replaced by `***@`: no message, log line or record shows
-  a URL's credentials."""
-  return _USERINFO.sub(r"\1***@", str(text))
 
 
 def token_headers(url: str, policy: FetchPolicy) -> dict[str, str]:
@@ -130,6 +123,10 @@ def _looks_html(head: bytes, content_type: str | None) -> bool:
 
 
 def _http_error(status: int, url: str, what: str, headers) -> UserError:
+  if status == 401 and "basic" in headers.get("WWW-Authenticate", "").lower():
+    host = urlsplit(url).hostname
+    return UserError(f"{what}: {redact(url)} answered HTTP 401: the server wants a login (a user and password for "
+                     f"{host}, or a wrong one was given): {NETRC_FIX.replace('HOST', str(host))}, then rerun")
   if status in REDIRECTS + (401, 403):
     where = headers.get("Location", "") if status < 400 else ""
     return UserError(

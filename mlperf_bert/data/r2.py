@@ -21,8 +21,8 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 from mlperf_bert.errors import UserError
 from mlperf_bert.fileio import atomic_path, copy_to_part
-from mlperf_bert.data.http import (FetchPolicy, download_file, drop_stale_parts, finish_part, get_text, part_path,
-                                   redact)
+from mlperf_bert.data.http import FetchPolicy, download_file, drop_stale_parts, finish_part, get_text, part_path
+from mlperf_bert.urls import has_credentials, redact
 
 PREFIX = "mlcommons-r2:"
 URI_SUFFIXES = (".uri", ".url")  # the downloader's older metadata files end in .url
@@ -175,6 +175,10 @@ def fetch_listing(source: str, md5_out: str | Path, uri_out: str | Path, *, root
     if not re.fullmatch(r"https?://\S+", base):
       raise UserError(f"dataset {name}: {redact(loc)} should hold the dataset's base URL, got {redact(base)[:80]!r}; check the "
                       "source URL in the config")
+    if has_credentials(base):  # cached in download/r2/ and a part of every file's URL: never kept
+      raise UserError(f"dataset {name}: {redact(loc)} names a base URL with a user name or password "
+                      f"({redact(base)[:80]}); refusing to keep it: the logins this workflow uses come from ~/.netrc "
+                      "(docs/download.md); mirror the dataset (mlc-r2-downloader.sh -d DIR) and use mlcommons-r2:DIR")
     list_url = md5_list_url(loc)
     text = get_text(list_url, f"dataset {name} (md5 list)", attempts=attempts, backoff=backoff, policy=policy,
                     log=log)

@@ -217,9 +217,10 @@ def parse_pair(text: str) -> tuple[int, int]:
 def dress_files(platform_file: str | os.PathLike, bert_config: str | os.PathLike, *, layers: int | None = None,
                 pair: tuple[int, int] = DEFAULT_PAIR, overrides: dict[str, Any] | None = None, on_cpu: bool = False,
                 json_out: str | os.PathLike | None = None, table_out: str | os.PathLike | None = None,
-                log=print) -> dict[str, Any]:
+                log=print, timeline: bool = False) -> dict[str, Any]:
   """The whole dress of a platform file: checked, the environment exported (tinygrad must not be imported yet),
-  measured, and the answer written (JSON, table), each file atomically. Returns the answer with its table."""
+  measured, and the answer written (JSON, table), each file atomically. Returns the answer with its table (and with
+  `timeline`, each step's memory plan on the device that holds most, at the deepest depth measured)."""
   import json, sys
   plan = plan_dress(platform_file, config_depth(bert_config), layers=layers, pair=pair, overrides=overrides,
                     on_cpu=on_cpu)
@@ -228,9 +229,9 @@ def dress_files(platform_file: str | os.PathLike, bert_config: str | os.PathLike
                     "imported it already; run python -m mlperf_bert dress")
   for note in prepare_environment(plan, os.environ): log(note)
   from mlperf_bert.fileio import atomic_path
-  from mlperf_bert.train.dress_report import format_table
+  from mlperf_bert.train.dress_report import format_table, format_timelines
   result = run_dress(plan, bert_config, log=log)
-  result["table"] = format_table(result)
+  result["table"] = format_table(result) + ("\n" + format_timelines(result) if timeline else "")
   for out, text in ((json_out, json.dumps(result, indent=1) + "\n"), (table_out, result["table"] + "\n")):
     if out is None: continue
     with atomic_path(out) as tmp: tmp.write_text(text)

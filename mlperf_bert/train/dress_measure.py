@@ -5,16 +5,17 @@ Import it only after dress.prepare_environment (tinygrad reads DEV, DEFAULT_FLOA
 
 One measurement (`measure`) at one depth and batch size:
   1. the trainer (random weights, LAMB state) realized: the persistent state of each device;
-  2. three train calls on dummy batches: the first un-jitted (its counters are the step's kernels, FLOPs, bytes), the
-     second captured by TinyJit (memory planned), the third replayed; the train-step peak is the most bytes any
-     device held at once during them (tinygrad's per-device allocation counter, watched at every change);
+  2. three train calls on dummy batches: the first captured by TinyJit (the trainer captures its steps on their first
+     call, memory planned by train/jitmem.py), two replayed; the train-step peak is the most bytes any device held at
+     once during them (tinygrad's per-device allocation counter, watched at every change);
   3. FREE_INTERMEDIATE as the profile sets it (trainer.free_intermediates of the train step, as run.py before an
      eval): the bytes held between the steps;
   4. three eval calls (EVAL_BS, all rows real): the eval-step peak; FREE_INTERMEDIATE frees the eval step's too;
   5. one train call again (the next step after an eval re-allocates what was freed).
 The captured JITs' items (each graph batch opened) give the kernels launched a step per device, the distinct programs,
 the copies between devices and their bytes; tinygrad's counters after a jitted replay count one "kernel" per graph
-batch, so they are never read for counts. It reads tinygrad 0.14.0's JIT internals and refuses another version.
+batch, so they are never read for counts. The memory plans of both captures give the timeline of the device that
+holds most (train/dress_timeline.py). It reads tinygrad 0.14.0's JIT internals and refuses another version.
 """
 from __future__ import annotations
 import collections, gc, time
@@ -104,20 +105,26 @@ def _held(mem: _PeakBytes, devices, base) -> dict[str, int]:
   return {d: mem[d] - base.get(d, 0) for d in devices}
 
 
-def _three_calls(name: str, call, log) -> tuple[dict[str, int], list[float]]:
-  """A jitted step called three times (un-jitted, captured, replayed): the first call's counters and each call's
-  seconds. Counters after a jitted replay count one "kernel" per graph batch: only the first call's are read."""
-  first, times = {}, []
+def _three_calls(name: str, call, log) -> list[float]:
+  """A jitted step called three times (captured on the first, then replayed): each call's seconds."""
+  times = []
   for i in range(3):
     st = time.perf_counter()
-    GlobalCounters.reset()
     res = call()
-    if i == 0: first = {"kernels": GlobalCounters.kernel_count, "flops": GlobalCounters.global_ops,
-                        "bytes": GlobalCounters.global_mem}
     del res
     times.append(round(time.perf_counter() - st, 2))
-    log(f"dress: {name} call {i + 1} ({('un-jitted', 'captured', 'replayed')[i]}) {times[-1]:.1f} s")
-  return first, times
+    log(f"dress: {name} call {i + 1} ({'captured' if i == 0 else 'replayed'}) {times[-1]:.1f} s")
+  return times
+
+
+def _timelines(trainer: ModelTrainer, device: str) -> dict[str, Any]:
+  """Each captured step's memory plan on `device` (train/dress_timeline.py)."""
+  from mlperf_bert.train.dress_timeline import timeline
+  out: dict[str, Any] = {"device": device}
+  for name, jit in (("train", trainer.train_step), ("eval", trainer.eval_step)):
+    if name in trainer.plans and jit.captured is not None:
+      out[name] = timeline(trainer.plans[name], _calls(jit.captured._linear), device)
+  return out
 
 
 def measure(s: Settings, cfg: BertConfig, seq: int, pred: int, log=print) -> dict[str, Any]:
@@ -151,23 +158,25 @@ def _measure(s: Settings, cfg: BertConfig, seq: int, pred: int, log=print) -> di
   log(f"dress: {cfg.num_hidden_layers} layers, BS {s.batch_size}, EVAL_BS {s.eval.batch_size} on {len(devices)} x "
       f"{devices[0]} ({s.tinygrad.dev}): model built in {time.perf_counter() - st:.1f} s")
   mem.reset()
-  first, times = _three_calls("train", lambda t=trainer: t.train(fake_batch(s.batch_size, seq, pred, cfg.vocab_size, rng)), log)
+  times = _three_calls("train", lambda t=trainer: t.train(fake_batch(s.batch_size, seq, pred, cfg.vocab_size, rng)), log)
   out["train_peak"] = {d: mem.peak[d] - base.get(d, 0) for d in devices}
   out["train_held"] = _held(mem, devices, base)
-  out["train"] = {**jit_items(trainer.train_step, devices), "first_call": first, "seconds": times}
+  out["train"] = {**jit_items(trainer.train_step, devices), "seconds": times}
   if s.free_intermediate: trainer.free_intermediates(trainer.train_step)
   out["between"] = _held(mem, devices, base)
   mem.reset()
   ones = np.ones(s.eval.batch_size, np.float32)
-  first, times = _three_calls(
+  times = _three_calls(
     "eval", lambda t=trainer: t.evaluate(fake_batch(s.eval.batch_size, seq, pred, cfg.vocab_size, rng), ones), log)
   out["eval_peak"] = {d: mem.peak[d] - base.get(d, 0) for d in devices}
-  out["eval"] = {**jit_items(trainer.eval_step, devices), "first_call": first, "seconds": times}
+  out["eval"] = {**jit_items(trainer.eval_step, devices), "seconds": times}
   if s.free_intermediate: trainer.free_intermediates(trainer.eval_step)
   mem.reset()
   loss, _, _ = trainer.train(fake_batch(s.batch_size, seq, pred, cfg.vocab_size, rng))
   del loss
   out["train_after_eval_peak"] = {d: mem.peak[d] - base.get(d, 0) for d in devices}
+  worst = max(devices, key=lambda d: max(out[k][d] for k in ("train_peak", "eval_peak", "train_after_eval_peak")))
+  out["timeline"] = _timelines(trainer, worst)
   try: out["compiler"] = type(Device[devices[0]].compiler).__name__
   except RuntimeError: out["compiler"] = "none"   # tinygrad's own NULL renderer has none
   del trainer

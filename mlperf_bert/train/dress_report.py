@@ -75,6 +75,23 @@ def _line(points: list[dict], key, depth: int, depths: tuple[int, ...]):
   return round(a + (b - a) * (depth - da) / (db - da))
 
 
+def tinygrad_prediction(record: dict, depth: int = 24, target: str = "CUDA:sm_89") -> dict[str, Any]:
+  """What a dress of tinygrad's own step says of one device at `depth` layers (`record`: tools/dress_tinygrad.py's
+  JSON, two depths): each figure on the line through the most any device holds at each depth, and the worst moment
+  (a step's peak) against the usable memory of `target`'s card; `worst_each_device`: the same worst moment from each
+  device's own line (the devices' differences at the measured depths, which move between depths, grow along it)."""
+  points = record["points"]
+  depths = tuple(p["layers"] for p in points)
+  keys = [k for k in ("persistent", "train_peak", "between", "eval_peak", "train_after_eval_peak") if all(k in p for p in points)]
+  mem = {k: _line(points, lambda p, k=k: max(p[k].values()), depth, depths) for k in keys}
+  peaks = [k for k in keys if k.endswith("_peak")]
+  worst = max(mem[k] for k in peaks)
+  each = max(max(_line(points, lambda p, k=k: p[k], depth, depths).values()) for k in peaks)
+  card = CARDS[target]
+  return {"memory": mem, "worst": worst, "worst_each_device": each, "card": card.name, "usable": card.usable,
+          "spare": card.usable - worst, "fits": worst <= card.usable}
+
+
 def summarize(plan, cfg, points: list[dict], seq: int, pred: int, bs_points: list[dict] | None = None
               ) -> dict[str, Any]:
   """The dress's answer: figures at the config's depth (extrapolated from two depths, or the one measured)."""
@@ -186,6 +203,15 @@ def format_table(r: dict[str, Any]) -> str:
       lines.append(f"this profile: {r['steps_to_target']:,} steps at BS {r['batch_size']} x the roofline floor = "
                    f"{r['roofline_run_min']} min at the very least")
   return "\n".join(lines)
+
+
+def format_timelines(r: dict[str, Any]) -> str:
+  """`dress --timeline`: each step's memory plan on the device that holds most, at the deepest depth measured."""
+  from mlperf_bert.train.dress_timeline import format_timeline
+  m = max(r["measurements"], key=lambda p: p["layers"])
+  tl = m.get("timeline") or {}
+  head = f"where the memory goes at {m['layers']} layers, BS {m['batch_size']} (train/jitmem.py plans it):"
+  return "\n".join([head] + [format_timeline(step, tl["device"], tl[step]) for step in ("train", "eval") if step in tl])
 
 
 def largest_fitting(bs_points: tuple[int, int], peaks: tuple[float, float], usable: float, gpus: int) -> int:

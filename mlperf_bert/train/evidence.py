@@ -16,8 +16,10 @@ The weights are the model's tensors only (no optimizer state), named as the mode
 (no pickle), written atomically; bfloat16 is stored as float32 (exact) and cast back on load.
 
 `python -m mlperf_bert.train.evidence REQUEST.json` is the audit's re-execution: it reads the request (the train
-record, the batches to evaluate, the devices), exports the run's tinygrad settings before importing tinygrad (as the
-train job does) and prints one JSON line of the batches' counts.
+record, the batches to evaluate, the devices, the tree's eval set), exports the run's tinygrad settings before importing
+tinygrad (as the train job does) but its own kernel search settings (`audit_settings`: BEAM 0, whatever the record
+says: a search of every kernel takes minutes to hours where the run's GPU box took seconds) and prints one JSON line
+of the batches' counts.
 """
 from __future__ import annotations
 import dataclasses, json, os, sys
@@ -29,6 +31,9 @@ import numpy as np
 from mlperf_bert.errors import UserError
 
 WEIGHTS_SUFFIX = ".final.safetensors"
+# the re-execution's own kernel search settings, whatever the record says (BEAM 0: tinygrad's default kernels)
+SEARCH_OFF = {"BEAM": 0, "TRAIN_BEAM": 0, "EVAL_BEAM": 0}
+SEARCH_OFF_ENV = {"BEAM": "0", "JITBEAM": "0"}  # JITBEAM: tinygrad's jit reads it before BEAM
 WEIGHTS_FORMAT = "mlperf-bert-final-weights-1"
 
 
@@ -141,21 +146,33 @@ def open_devices(kind: str, n: int) -> tuple[str, ...]:
     return devices_for("CPU", 1)
 
 
-def reeval(record_file: str | os.PathLike, indices: list[int], devices: tuple[str, ...]
-           ) -> Iterator[tuple[int, EvalBatch]]:
+def audit_settings(hparams: dict):
+  """The settings a re-execution runs with: the run's (its record's hparams), its kernel search off (SEARCH_OFF)."""
+  from mlperf_bert.train.settings import Settings
+  return Settings.from_dict(dict(hparams)).replace(**SEARCH_OFF)
+
+
+def audit_env(s) -> dict[str, str]:
+  """What the re-execution process exports before importing tinygrad: the run's tinygrad settings, the search off."""
+  from mlperf_bert.train.hparams import tinygrad_env
+  return {**tinygrad_env(s), **SEARCH_OFF_ENV}
+
+
+def reeval(record_file: str | os.PathLike, indices: list[int], devices: tuple[str, ...],
+           eval_set: str | os.PathLike | None = None) -> Iterator[tuple[int, EvalBatch]]:
   """Evaluate the batches `indices` (in that order) of a train record's last eval on its final weights with the
-  trainer's own eval step. Call in a process that exported the run's tinygrad_env before importing tinygrad."""
+  trainer's own eval step, on `eval_set` (the audited tree's own; default: the file the record names). Call in a
+  process that exported audit_env before importing tinygrad."""
   from mlperf_bert.data.shards import Shard
   from mlperf_bert.train.record import read_record
-  from mlperf_bert.train.settings import Settings
   from mlperf_bert.train.trainer import ModelTrainer, model_config
   rp = Path(record_file)
   rec = read_record(rp)
-  s = Settings.from_dict(dict(rec["hparams"]))
+  s = audit_settings(rec["hparams"])
   cfg = model_config(rp.parent / rec["bert_config"]["path"], s.model)
   trainer = ModelTrainer(cfg, s, devices, seed=s.seed)
   load_final_weights(trainer, rp.parent / rec["final_weights"]["path"])
-  shard = Shard(rp.parent / rec["eval_set"]["path"])
+  shard = Shard(eval_set if eval_set is not None else rp.parent / rec["eval_set"]["path"])
   try:
     want = set(indices)
     inputs = {i: bm for i, bm in enumerate(eval_inputs(shard, s.eval, int(rec["last_eval"]["evals_done"])))
@@ -168,18 +185,15 @@ def reeval(record_file: str | os.PathLike, indices: list[int], devices: tuple[st
 
 
 def main(argv: list[str]) -> int:
-  """REQUEST.json {"record", "indices", "device", "devices"}: prints one JSON line with the devices used, then one
-  per batch as it is evaluated ({"index", "batch": [correct, total, accuracy]}), or {"error"} and exits 1."""
+  """REQUEST.json {"record", "indices", "device", "devices", "eval_set"}: prints one JSON line with the devices used,
+  then one per batch as it is evaluated ({"index", "batch": [correct, total, accuracy]}), or {"error"} and exits 1."""
   req = json.loads(Path(argv[0]).read_text())
-  from mlperf_bert.train.hparams import tinygrad_env
   from mlperf_bert.train.record import read_record
-  from mlperf_bert.train.settings import Settings
   try:
-    s = Settings.from_dict(dict(read_record(req["record"])["hparams"]))
-    os.environ.update(tinygrad_env(s))  # before tinygrad is imported, as the train job
+    os.environ.update(audit_env(audit_settings(read_record(req["record"])["hparams"])))  # before tinygrad's import
     devices = open_devices(req["device"], int(req["devices"]))
     print(json.dumps({"device": devices[0].split(":")[0], "devices": len(devices)}), flush=True)
-    for i, b in reeval(req["record"], [int(i) for i in req["indices"]], devices):
+    for i, b in reeval(req["record"], [int(i) for i in req["indices"]], devices, req.get("eval_set")):
       print(json.dumps({"index": i, "batch": b.as_list()}), flush=True)
   except (UserError, KeyError, TypeError, ValueError) as e:
     print(json.dumps({"error": f"{type(e).__name__}: {e}" if not isinstance(e, UserError) else str(e)}), flush=True)

@@ -1,4 +1,27 @@
-"""FREE_INTERMEDIATE: free a jitted step's intermediate buffers around an eval, and never its training state.
+"""How a jitted step's buffers are held: captured on its first call, planned tightly, shared, and (FREE_INTERMEDIATE)
+freed around an eval, never its training state.
+
+    capture_on_first_call(jit)                   # no un-jitted call: its buffers would all be live at once
+    with planned(jit, into=arenas) as rec: ...   # a capture's intermediates packed by train/arena.py (into `arenas`)
+    free_intermediates(captured, keep)           # FREE_INTERMEDIATE
+
+**The first call.** tinygrad's TinyJit runs a function plainly on its first call and captures it on the second. A plain
+realize gives each CONTIGUOUS of the graph its own buffer, held for the whole realize (tinygrad/tensor.py
+`transform_to_call` makes them call arguments, which schedule/memory.py does not plan): at tinybox_green's BS 90 the
+attention probabilities, dropout masks and GELU activations of every layer at once, 1.6 GB a device above the captured
+step, where the JIT packs the same buffers by lifetime. So the steps are captured on their first call, after the
+training state they update is realized (ModelTrainer.__init__): a capture must find every state tensor a real buffer
+(a lazy LAMB moment or RNG counter would be captured as its initial value and reset at every replay).
+
+**The plan.** During a capture `planned` replaces the JIT's memory planner (tinygrad.engine.jit's
+`memory_plan_rewrite`) with `plan_memory`: the same lifetimes and lanes, the offsets from train/arena.py's packing
+instead of tinygrad's TLSF allocator, which left its arenas 0.15-0.19 GB above the live peak, a different amount on
+each device. With `into` (the train step's arenas), an eval step captured with FREE_INTERMEDIATE 0 places its
+intermediates inside the train step's arena of the same device and lane: the two steps never run at once (tinygrad
+orders each device's submissions on its timeline, and the loop reads the loss before an eval and each eval batch's
+counts before the next step), so the eval no longer adds 4.9 GB a device on top of the train step.
+
+**FREE_INTERMEDIATE.**
 
 train_bert (tinygrad e0139fa, the v5.1 submission) calls `CapturedJit.free_intermediates()` on the captured train
 step before each eval and on the eval step after it, so that the eval's buffers fit beside the model. tinygrad 0.14's
@@ -17,14 +40,97 @@ state). Freed buffers are reallocated by the next call of the step. It reads tin
 internals, so it refuses any other version with a one-line error.
 """
 from __future__ import annotations
+import contextlib, dataclasses, functools
 from importlib.metadata import version
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from tinygrad import Tensor
 
 from mlperf_bert.errors import UserError
+from mlperf_bert.train.arena import pack
 
-TINYGRAD = "0.14.0"  # the CapturedJit internals (_written_uops, the graph cache) this module reads are 0.14.0's
+TINYGRAD = "0.14.0"  # the JIT internals (TinyJit.cnt, jit_lower's planner, CapturedJit._written_uops) are 0.14.0's
+BLOCK = 256          # tinygrad's planner rounds every buffer to this many bytes (schedule/memory.py block_size)
+
+
+def _check_version(what: str):
+  if (have := version("tinygrad")) != TINYGRAD:
+    raise UserError(f"{what}: written for tinygrad {TINYGRAD}'s JIT, found tinygrad {have}; install "
+                    f"tinygrad=={TINYGRAD}")
+
+
+def capture_on_first_call(jit) -> None:
+  """Make a fresh TinyJit capture on its first call instead of running it plainly first (the module doc)."""
+  _check_version("the train and eval steps")
+  if jit.cnt == 0: jit.cnt = 1
+
+
+def _lifetimes(linear, held: set) -> tuple[dict, dict, set]:
+  """first and last call index of each plannable buffer, and the buffers some COPY uses: as memory_plan_rewrite."""
+  from tinygrad.schedule.memory import _can_plan, _collect_bufs
+  from tinygrad.uop.ops import Ops
+  first: dict = {}
+  last: dict = {}
+  copies: set = set()
+  for i, call in enumerate(linear.src):
+    bufs = [b for src in call.src[1:] for b in _collect_bufs(src) if _can_plan(b, held)]
+    for b in bufs:
+      first.setdefault(b, i)
+      last[b] = i
+    if call.src[0].op is Ops.COPY: copies.update(bufs)
+  return first, last, copies
+
+
+@dataclasses.dataclass
+class Plan:
+  """The memory plan of one capture: its number of calls and, for each lane (device, copies?), the arena and the
+  buffers planned into it, {buffer: (offset, first call, last call)}."""
+  calls: int = 0
+  lanes: dict = dataclasses.field(default_factory=dict)
+
+  def arenas(self) -> dict:
+    """{lane: (arena, size)}: what plan_memory's `into` takes."""
+    return {lane: (arena, arena.max_numel()) for lane, (arena, _) in self.lanes.items()}
+
+
+def plan_memory(linear, held_bufs=None, *, into: dict | None = None, record: Plan | None = None):
+  """tinygrad's memory_plan_rewrite (schedule/memory.py) with train/arena.py's offsets: the same lanes (a device's
+  copy buffers apart from its compute buffers) and lifetimes (a copy's buffer held as long again after its last use),
+  each lane one arena, or the arena `into` holds for that lane when it is large enough. `record` gets the plan."""
+  from tinygrad.dtype import dtypes
+  from tinygrad.helpers import NO_MEMORY_PLANNER, round_up
+  from tinygrad.uop.ops import UOp
+  if NO_MEMORY_PLANNER: return linear
+  first, last, copies = _lifetimes(linear, held_bufs or set())
+  lanes: dict = {}
+  for b in first: lanes.setdefault((b.device, b in copies), []).append(b)
+  replace = {}
+  for lane, bufs in lanes.items():
+    hold = [last[b] - first[b] + 1 if lane[1] else 0 for b in bufs]
+    offsets, size = pack([round_up(b.max_numel() * b.dtype.itemsize, BLOCK) for b in bufs],
+                         [(first[b], last[b] + h) for b, h in zip(bufs, hold)])
+    host = (into or {}).get(lane)
+    arena = host[0] if host is not None and host[0].max_numel() >= size else UOp.new_buffer(lane[0], size, dtypes.int8)
+    for b, off in zip(bufs, offsets): replace[b] = arena[off:off + b.nbytes()].bitcast(b.dtype)
+    if record is not None: record.lanes[lane] = (arena, {b: (off, first[b], last[b]) for b, off in zip(bufs, offsets)})
+  if record is not None: record.calls = len(linear.src)
+  return linear.substitute(replace, name="memory plan", walk=True)
+
+
+@contextlib.contextmanager
+def planned(jit, into: dict | None = None) -> Iterator[Plan | None]:
+  """While a call of `jit` runs: if the call captures it, its memory is planned by plan_memory (into `into`); yields
+  the Plan, filled once the call returns, or None when the call does not capture."""
+  if jit.cnt != 1:
+    yield None
+    return
+  _check_version("the train and eval steps")
+  import tinygrad.engine.jit as tj
+  record = Plan()
+  tinygrad_plan = tj.memory_plan_rewrite
+  tj.memory_plan_rewrite = functools.partial(plan_memory, into=into, record=record)
+  try: yield record
+  finally: tj.memory_plan_rewrite = tinygrad_plan
 
 
 def _device_buffers(t: Tensor) -> list[Any]:
@@ -39,9 +145,7 @@ def free_intermediates(captured, keep: Iterable[Tensor]) -> int:
   """Deallocate the buffers `captured` (a tinygrad CapturedJit) writes without reading them in the same kernel,
   except those of `keep` (and views of them); drop its graph runners as tinygrad does. Returns how many device
   buffers were freed."""
-  if (have := version("tinygrad")) != TINYGRAD:
-    raise UserError(f"platform key FREE_INTERMEDIATE: written for tinygrad {TINYGRAD}'s JIT, found tinygrad {have}; "
-                    f"install tinygrad=={TINYGRAD} or set FREE_INTERMEDIATE: 0")
+  _check_version("platform key FREE_INTERMEDIATE")
   from tinygrad.device import MultiBuffer
   from tinygrad.engine.realize import graph_cache
   from tinygrad.uop.ops import Ops, buffers

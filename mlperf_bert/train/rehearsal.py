@@ -67,8 +67,20 @@ def rehearsal_settings(platform: dict[str, Any], cpus: int | None = None) -> tup
   return {k: v for k, v in out.items() if v is not None}, notes
 
 
+def changed_settings(platform: dict[str, Any], run: Settings, eval_examples: int = 10000) -> list[str]:
+  """'KEY profile -> run' for every setting of the run (derived ones included; the run-time knobs that are no rule
+  param, e.g. DEBUG, DRESS_TARGET, left out, as the train record leaves them) in which it differs from the profile
+  resolved alone for the same seed: whatever changed it, the rehearsal or the config's `train:` overrides."""
+  from mlperf_bert.train.hparams import resolve, rule_params
+  mine, theirs = rule_params(run), rule_params(resolve(platform, seed=run.seed, eval_examples=eval_examples))
+  def show(v: Any) -> str: return "unset" if v is None else f"{v:g}" if isinstance(v, float) else str(v)
+  return [f"{k} {show(theirs.get(k))} -> {show(mine.get(k))}" for k in sorted(set(mine) | set(theirs))
+          if mine.get(k) != theirs.get(k)]
+
+
 def rehearsal_notes(platform: dict[str, Any], run: Settings) -> list[str]:
-  """What the rehearsal changed, in the settings the run really has (`run`: resolved with the `train:` overrides)."""
+  """What the rehearsal changed, in the settings the run really has (`run`: resolved with the `train:` overrides):
+  a summary, then every setting not the profile's (changed_settings)."""
   o, ev = run.optimizer, run.eval
   name = platform.get("SUBMISSION_PLATFORM", "the platform")
   size = (f"{run.model.layers} layer(s), hidden {run.model.hidden_size}" if run.model.layers else "the checkpoint's size")
@@ -76,4 +88,5 @@ def rehearsal_notes(platform: dict[str, Any], run: Settings) -> list[str]:
           f"-> {run.tinygrad.beam}, model {size}, {o.train_steps} steps with an eval every {ev.step_freq}, BS "
           f"{run.batch_size // max(1, run.gpus)} per device, eval batch {ev.batch_size} ({ev.samples} samples), target "
           f"{ev.target:g}, division {run.submission.division}; the log's `rehearsal` line says it is not a submission; "
-          f"every other setting is the profile's"]
+          f"every setting not the profile's: {', '.join(changed_settings(platform, run))}; every other setting is the "
+          f"profile's"]

@@ -68,8 +68,16 @@ class ModelTrainer:
       load_weights(self.model, init_weights, log=lambda msg: print(msg, flush=True))
     for p in self.model.parameters(): p.to_(devices if len(devices) > 1 else devices[0])
     self.optimizer = ScheduledLAMB(self.model.decay_parameters(), self.model.no_decay_parameters(), s.optimizer)
+    # the RNG state of each device (as the first dropout would make it, in device order) and every state tensor as a
+    # real buffer: the steps are captured on their first call (train/jitmem.py), which must not capture their init
+    for d in devices: Tensor._next_counter(d, 0)
+    Tensor.realize(*self.persistent_tensors())
     self.train_step = TinyJit(self._train_step)
     self.eval_step = TinyJit(self._eval_step)
+    for jit in (self.train_step, self.eval_step): jitmem.capture_on_first_call(jit)
+    # FREE_INTERMEDIATE 0: the eval step's intermediates live in the train step's arenas (train/jitmem.py)
+    self.share_arenas = not s.free_intermediate
+    self.plans: dict[str, jitmem.Plan] = {}   # "train"/"eval": the memory plan of each step's capture
     # TRAIN_BEAM / EVAL_BEAM: the BEAM of each jitted step (train_bert sets BEAM.value before each; default BEAM)
     self.train_ctx = {"BEAM": s.train_beam} if s.train_beam is not None else {}
     self.eval_ctx = {"BEAM": s.eval.beam} if s.eval.beam is not None else {}
@@ -105,10 +113,17 @@ class ModelTrainer:
       return correct, total, batch_acc
 
   def train(self, b: dict[str, np.ndarray]):
-    with Context(**self.train_ctx): return self.train_step(*[Tensor(b[k]) for k in FEATURES])
+    with Context(**self.train_ctx), jitmem.planned(self.train_step) as record:
+      out = self.train_step(*[Tensor(b[k]) for k in FEATURES])
+    if record is not None: self.plans["train"] = record
+    return out
 
   def evaluate(self, b: dict[str, np.ndarray], row_mask: np.ndarray):
-    with Context(**self.eval_ctx): return self.eval_step(*[Tensor(b[k]) for k in FEATURES], Tensor(row_mask))
+    into = self.plans["train"].arenas() if self.share_arenas and "train" in self.plans else None
+    with Context(**self.eval_ctx), jitmem.planned(self.eval_step, into=into) as record:
+      out = self.eval_step(*[Tensor(b[k]) for k in FEATURES], Tensor(row_mask))
+    if record is not None: self.plans["eval"] = record
+    return out
 
   # ---- state for checkpoints ----
   def state_tensors(self) -> dict[str, Tensor]:

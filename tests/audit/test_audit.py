@@ -188,12 +188,19 @@ def build_tree(tmp_path) -> tuple[Path, Path]:
   from mlperf_bert.data.shards import Shard, write_sha256sums, write_shard, write_sidecar
   from mlperf_bert.train.record import publish_result
   base = tmp_path / "run"
+  texts = {t: f"the text of {t}\n" for t in ("part-00000-of-00002", "part-00001-of-00002", "eval.txt")}
+  md5 = lambda b: hashlib.md5(b).hexdigest()
+  # the download's md5 list of these texts (the config pins its md5) and eval.txt's article hashes (audit/text.py)
+  manifest = "".join(f"{md5(v.encode())}  ./{t}\n" for t, v in texts.items())
+  (tmp_path / "eval.md5").write_text(md5(texts["eval.txt"].rstrip().encode()) + "\n")
   cfgfile = tmp_path / "config.yaml"
   cfgfile.write_text(yaml.safe_dump({"basedir": str(base), "preprocessing": {**yaml.safe_load(
-    (REPO / "config.yaml").read_text())["preprocessing"], "dupe_factor": 10}}))
+    (REPO / "config.yaml").read_text())["preprocessing"], "dupe_factor": 10}, "eval_md5": str(tmp_path / "eval.md5"),
+    "sources": {"bert_reference_results_text_md5.txt": {"url": "manifest.txt", "md5": md5(manifest.encode())}}}))
   (base / "download").mkdir(parents=True)
-  for f in ("bert_config.json", "vocab.txt", "bert_reference_results_text_md5.txt"):
+  for f in ("bert_config.json", "vocab.txt"):
     shutil.copy(REPO / "resources/demo" / f, base / "download" / f)
+  (base / "download/bert_reference_results_text_md5.txt").write_text(manifest)
   rng = np.random.default_rng(0)
   def inst(n):
     return [{"input_ids": rng.integers(5, 100, 16), "segment_ids": [0] * 8 + [1] * 8, "masked_lm_positions": [1, 9],
@@ -205,7 +212,7 @@ def build_tree(tmp_path) -> tuple[Path, Path]:
   (base / "results4").mkdir()
   sides = []
   for t in ("part-00000-of-00002", "part-00001-of-00002", "eval.txt"):
-    (base / "results4" / t).write_text(f"the text of {t}\n")
+    (base / "results4" / t).write_text(texts[t])
     out = base / ("eval/eval.shard" if t == "eval.txt" else f"shards/{t}.shard")
     write_shard(out, inst(3 if t == "eval.txt" else 5), max_seq_length=16, max_predictions_per_seq=2,
                 source_sha256=sha(base / "results4" / t), **record)

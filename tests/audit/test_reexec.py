@@ -11,8 +11,8 @@ from tiny_shards import TINY_PRE, topic_tree
 from conftest import FIXTURES
 
 from mlperf_bert.audit.provenance import hashes
-from mlperf_bert.audit.reexec import BAND, batches_agree, catch_chance, draw_order, draw_seed, rebuild_shard, \
-  reexecute_eval, reexecute_shards
+from mlperf_bert.audit.reexec import BAND, Budget, batches_agree, catch_chance, draw_order, draw_seed, rebuild_shard, \
+  reexecute_data, reexecute_eval
 from mlperf_bert.audit.rows import Audit
 from mlperf_bert.data.instances import make_instances, write_instances
 from mlperf_bert.data.corpus import preprocessing_settings
@@ -29,7 +29,8 @@ def test_draw_order_is_a_permutation_repeated_by_its_seed():
   assert sorted(a) == list(range(50)) and a == draw_order(50, 1234, "shards")
   assert a != draw_order(50, 1235, "shards") and a != draw_order(50, 1234, "result_bert_0.log")
   assert draw_seed() != draw_seed() or draw_seed() != draw_seed()  # 32 random bits: two equal pairs in a row is 2**-64
-  assert catch_chance(3, 8) == "a change to any one of the 8 is caught with probability 3/8"
+  assert catch_chance(3, 8).startswith("a change to any one of the 8 is caught with probability 3/8 (missed with "
+                                       "probability 62.5%")
 
 
 def test_batch_comparison_exact_and_within_the_band():
@@ -53,7 +54,7 @@ def base(tmp_path_factory, demo_text):
 
 def test_rebuilt_shards_pass_and_a_shard_lying_about_its_text_fails(base, tmp_path):
   a = Audit(str(base), "basedir", "5.0.0")
-  reexecute_shards(a, base, PRE, seed=5, budget_s=1e9, hasher=hashes)
+  reexecute_data(a, base, PRE, None, seed=5, budget=Budget(coverage=1.0), deadline=None, hasher=hashes)
   assert [(r.status, r.subject) for r in a.rows] == [("PASS", "shards")], a.rows
   assert "2 of 2 topics' shards (drawn with seed 5) rebuilt" in a.rows[0].reason and "byte-identical" in a.rows[0].reason
   # a forged shard: well-formed, its header names part-00000's text and the settings, its body is part-00001's
@@ -91,7 +92,7 @@ def test_a_logged_accuracy_the_recorded_batches_do_not_give_fails(tmp_path):
   """The forger who edits the log and the record's accuracy but not its batches: FAIL before any eval."""
   log = _tree(tmp_path, 0.72, [[3.0, 40.0, 0.075], [2.0, 40.0, 0.05]])
   a = Audit(str(tmp_path), "basedir", "5.0.0")
-  reexecute_eval(a, tmp_path, log, seed=1, budget_s=10, hasher=hashes)
+  reexecute_eval(a, tmp_path, log, seed=1, budget=Budget(seconds=10), deadline=None, hasher=hashes)
   assert [r.status for r in a.rows] == ["FAIL"], a.rows
   assert "the log's last eval_accuracy is 0.72, the 2 eval batches in result_bert_0.train.json give 0.0625" \
     in a.rows[0].reason, a.rows[0].reason
@@ -100,7 +101,7 @@ def test_a_logged_accuracy_the_recorded_batches_do_not_give_fails(tmp_path):
 def test_a_record_without_final_weights_is_not_re_executable(tmp_path):
   log = _tree(tmp_path, 0.0625, None, weights=False)
   a = Audit(str(tmp_path), "basedir", "5.0.0")
-  reexecute_eval(a, tmp_path, log, seed=1, budget_s=10, hasher=hashes)
+  reexecute_eval(a, tmp_path, log, seed=1, budget=Budget(seconds=10), deadline=None, hasher=hashes)
   assert [r.status for r in a.rows] == ["WARN"] and a.rows[0].reason.startswith("not re-executable: "), a.rows
 
 

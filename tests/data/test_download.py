@@ -7,6 +7,7 @@ import pytest
 
 from mlperf_bert.data.download import fetch, resolve_source
 from mlperf_bert.errors import UserError
+from r2_server import basic_auth
 
 PAYLOAD = bytes(range(256)) * 4096  # 1 MiB
 PAYLOAD_MD5 = hashlib.md5(PAYLOAD).hexdigest()
@@ -14,19 +15,26 @@ PAYLOAD_MD5 = hashlib.md5(PAYLOAD).hexdigest()
 
 class _Handler(http.server.BaseHTTPRequestHandler):
   requests: list[str] = []
+  auth: tuple[str, str] | None = None  # the basic-auth login /uc?id=LOGINID wants
 
   def log_message(self, *a):  # keep pytest output clean
     pass
 
   def do_GET(self):
     type(self).requests.append(self.path)
+    if self.path == "/uc?id=LOGINID" and self.headers.get("Authorization") != basic_auth(*(self.auth or ("", ""))):
+      self.send_response(401)
+      self.send_header("WWW-Authenticate", 'Basic realm="drive"')
+      self.send_header("Content-Length", "0")
+      self.end_headers()
+      return
     if self.path == "/mirror/bad_config.json":
       body = b"this is not json"
       self.send_response(200)
       self.send_header("Content-Length", str(len(body)))
       self.end_headers()
       self.wfile.write(body)
-    elif self.path == "/uc?id=GOODID" or self.path == "/mirror/vocab.txt":
+    elif self.path in ("/uc?id=GOODID", "/uc?id=LOGINID", "/mirror/vocab.txt"):
       self.send_response(200)
       self.send_header("Content-Type", "application/octet-stream")
       self.send_header("Content-Length", str(len(PAYLOAD)))
@@ -241,17 +249,66 @@ def test_a_body_over_its_bound_removes_the_part_an_earlier_attempt_kept(r2, tmp_
     assert _leftovers(out.parent) == []  # neither the target nor any .part: a body cut at its bound is not the file
 
 
-def test_a_urls_credentials_are_never_shown(r2, tmp_path):
+@pytest.mark.parametrize("written", ["s3@cret", "s3%40cret"])  # a raw '@' (was shown in part) and its escape
+def test_a_urls_credentials_are_never_shown(r2, tmp_path, written, monkeypatch):
+  """On the command line (`python -m mlperf_bert download --source URL`) a URL's login is used, and never shown."""
+  monkeypatch.setenv("NETRC", str(tmp_path / "no-netrc"))  # the URL's login, not one of this machine's
+  r2.auth = ("alice", "s3@cret")  # requests sends the URL's password %-decoded
   port = r2.httpd.server_address[1]
-  secret_url = f"http://alice:s3cret@127.0.0.1:{port}/data/ds/payload.bin"
+  secret_url = f"http://alice:{written}@127.0.0.1:{port}/data/ds/payload.bin"
   said = []
   info = fetch(secret_url, tmp_path / "payload.bin", md5=PAYLOAD_MD5, log=said.append, quiet=True)
   assert info["source"] == f"http://***@127.0.0.1:{port}/data/ds/payload.bin"
-  assert said and not any("s3cret" in s or "alice" in s for s in said), said
-  for src in (f"http://alice:s3cret@127.0.0.1:{port}/data/ds/missing.txt",  # HTTP 404
-              f"mlcommons-r2:http://alice:s3cret@127.0.0.1:{port}/metadata/nothere.uri"):  # no such dataset
+  assert said and not any("cret" in s or "alice" in s for s in said), said
+  for src in (f"http://alice:{written}@127.0.0.1:{port}/data/ds/missing.txt",  # HTTP 404
+              f"mlcommons-r2:http://alice:{written}@127.0.0.1:{port}/metadata/nothere.uri"):  # no such dataset
     with pytest.raises(UserError) as e:
       fetch(src, tmp_path / "x" / "payload.bin", md5=None, attempts=1, log=said.append, quiet=True)
     msg = str(e.value)
-    assert "s3cret" not in msg and "alice" not in msg and "***@127.0.0.1" in msg, msg
-  assert not any("s3cret" in s for s in said)
+    assert "cret" not in msg and "alice" not in msg and "***@127.0.0.1" in msg, msg
+  assert not any("cret" in s for s in said)
+
+
+def test_a_url_with_credentials_is_found_and_hidden_whole(tmp_path):
+  from mlperf_bert.config import check_config_files, precheck_config_files
+  from mlperf_bert.urls import redact, refuse_url_credentials, url_credentials
+  for url in ("https://alice:p@ss@h.org/f?x=a@b", "https://alice:p%40ss@h.org/f?x=a@b", "https://TOKEN@h.org/f?x=a@b"):
+    assert redact(f"got {url}, then") == "got https://***@h.org/f?x=a@b, then"
+  assert redact("mlcommons-r2:http://u:p@ss@127.0.0.1:8/m/d.uri") == "mlcommons-r2:http://***@127.0.0.1:8/m/d.uri"
+  cfg = {"sources": {"vocab.txt": {"url": "https://h.org/pkg@1/vocab.txt"}, "results4": {"url": "/mnt/a@b"},
+                     "bert_config.json": {"url": "mlcommons-r2:https://u:p@ss@h.org/m/d.uri"}},
+         "tinygrad_source": {"git": "ssh://git@github.com/tinygrad/tinygrad.git"}, "x": ["https://u@h.org/"]}
+  assert url_credentials(cfg) == ["sources.bert_config.json.url", "x[0]"]  # ssh's user alone is no secret
+  with pytest.raises(UserError) as e:
+    refuse_url_credentials(cfg, "mirror.yaml")
+  msg = str(e.value)
+  assert msg.startswith("mirror.yaml: sources.bert_config.json.url, x[0] give a URL with a user name or password")
+  assert "~/.netrc" in msg and "NETRC" in msg and "ss@" not in msg and "\n" not in msg
+  bad = tmp_path / "mirror.yaml"
+  bad.write_text('sources:\n  vocab.txt: {url: "https://alice:s3%40cret@h.org/vocab.txt", md5: null}\n')
+  for check in (lambda: precheck_config_files(REPO / "config.yaml", bad), lambda: check_config_files([bad], REPO / "config.yaml")):
+    with pytest.raises(UserError, match=f"^{bad}: sources.vocab.txt.url gives a URL with a user name") as e:
+      check()
+    assert "cret" not in str(e.value)
+
+
+@pytest.mark.parametrize("password", ["p@ss:w0rd", "p%40ss"])  # netrc holds a password as it is: '@', '%40' too
+def test_a_login_comes_from_netrc(r2, server, tmp_path, password, monkeypatch):
+  """A server that wants a login gets it from the file NETRC names (or ~/.netrc), read by requests per host: an R2
+  dataset's .uri, md5 list and files, a plain URL, gdown; without it, one line saying where the login goes."""
+  r2.auth = ("alice", password)
+  monkeypatch.setattr(_Handler, "auth", r2.auth)
+  netrc = tmp_path / "netrc"
+  netrc.write_text(f"machine 127.0.0.1 login alice password {password}\n")
+  netrc.chmod(0o600)
+  monkeypatch.setenv("NETRC", str(tmp_path / "absent"))
+  said = []
+  with pytest.raises(UserError) as e:
+    fetch("mlcommons-r2:" + r2.uri("ds"), tmp_path / "a" / "payload.bin", md5=None, log=said.append, quiet=True)
+  assert "HTTP 401: the server wants a login" in str(e.value) and "machine 127.0.0.1 login USER" in str(e.value)
+  monkeypatch.setenv("NETRC", str(netrc))
+  for source in ("mlcommons-r2:" + r2.uri("ds"), f"{r2.url}/data/ds/payload.bin", "gdrive:LOGINID"):
+    out = tmp_path / source[:5] / "payload.bin"
+    info = fetch(source, out, md5=PAYLOAD_MD5, gdrive_url=server + "/uc?id={id}", log=said.append, quiet=True)
+    assert out.read_bytes() == PAYLOAD and "@" not in info["source"]
+  assert not any(password in s for s in said)

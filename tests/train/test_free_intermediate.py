@@ -42,7 +42,7 @@ def test_free_keeps_the_training_state_and_frees_the_rest(data, tmp_path):  # no
   steps = ModelTrainer(run.cfg, run.s, run.devices, seed=0)
   from mlperf_bert.train.trainer import fake_batch
   b = fake_batch(4, 32, 5, 128, np.random.default_rng(0))
-  for _ in range(3): steps.train(b)                            # the third call runs the captured step
+  for _ in range(3): steps.train(b)                            # captured on the first call, then replayed
   keep = steps.persistent_tensors()
   before = [t.numpy().copy() for t in keep]
   freed = steps.free_intermediates(steps.train_step)

@@ -1,6 +1,6 @@
 """Inputs a careless user can mix up, refused by the schema and the config checks before any job runs: download
 bounds, a dangerous basedir, a platform name that leaves profiles/."""
-import re
+import re, resource, subprocess, sys
 
 import pytest, yaml
 
@@ -105,24 +105,63 @@ def test_a_basedir_that_is_a_file_is_one_line(tmp_path):
   assert "NotADirectoryError" not in out
 
 
-def test_check_config_refuses_nested_mapping_aliases_before_snakemake_would_hang(tmp_path, capsys):
-  """Snakemake merges a --configfile itself, before the Snakefile runs, and hangs on nested mapping aliases (docs/
-  reliability.md): `python -m mlperf_bert check-config FILE` refuses them in one line, at the first alias."""
-  import time
-  from mlperf_bert.cli import main as cli_main
-  levels = 9  # a billion laughs of mappings: 10**8 leaves once expanded
+def _mapping_bomb(path, levels: int = 9):
+  """A billion laughs of mappings (10**8 leaves once expanded, at 9 levels): Snakemake's merge of a --configfile
+  (snakemake.utils.update_config) copies every mapping of it."""
   lines = ["l0: &l0 {a: lol}"] + [f"l{i}: &l{i} {{" + ", ".join(f"k{j}: *l{i - 1}" for j in range(10)) + "}"
                                   for i in range(1, levels)]
-  bomb = tmp_path / "bomb.yaml"
-  bomb.write_text("\n".join(lines) + f"\ntrain: *l{levels - 1}\n")
+  path.write_text("\n".join(lines) + f"\ntrain: *l{levels - 1}\n")
+  return path
+
+
+def _bomb_refused(bomb) -> str:
+  return (f"error: {bomb}:2: YAML alias *l0: aliases are refused in this file (a few nested ones expand to gigabytes); "
+          "write the value out instead of referring to an anchor")
+
+
+def test_check_config_refuses_nested_mapping_aliases_before_snakemake_would_hang(tmp_path, capsys):
+  """Snakemake merges a --configfile itself, before the Snakefile runs, and exhausts its memory on nested mapping
+  aliases (docs/reliability.md I9): `python -m mlperf_bert check-config FILE` refuses them in one line, at the first
+  alias."""
+  import time
+  from mlperf_bert.cli import main as cli_main
+  bomb = _mapping_bomb(tmp_path / "bomb.yaml")
   t = time.process_time()
   assert cli_main(["check-config", str(bomb)]) == 2
   err = capsys.readouterr().err.strip().splitlines()
-  assert err == [f"error: {bomb}:2: YAML alias *l0: aliases are refused in this file (a few nested ones expand to "
-                 "gigabytes); write the value out instead of referring to an anchor"] and time.process_time() - t < 5
+  assert err == [_bomb_refused(bomb)] and time.process_time() - t < 5
   ok = tmp_path / "seeds.yaml"
   ok.write_text("seeds: [0, 1, 2]\n")
   assert cli_main(["check-config", str(ok)]) == 0 and "valid over" in capsys.readouterr().out
   (tmp_path / "bad.yaml").write_text("seeds: ten\n")
   assert cli_main(["check-config", str(tmp_path / "bad.yaml")]) == 2
   assert "key 'seeds' must be of type array" in capsys.readouterr().err
+
+
+def _one_gib():
+  resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+
+def test_the_demo_checks_the_config_files_snakemake_would_load_first(tmp_path, capsys):
+  """Snakemake loads and merges every config file its arguments name (--configfile, a profile's `configfile`) while
+  it reads its command line, before the Snakefile runs (docs/reliability.md I9): scripts/demo.sh runs
+  `check-config --snakemake-args` on its arguments first, which finds those files with Snakemake's own parser and
+  refuses a bomb in one line, in bounded memory (1 GiB of address space), and says nothing of clean files."""
+  from mlperf_bert.cli import main as cli_main
+  bomb = _mapping_bomb(tmp_path / "bomb.yaml")
+  profile = tmp_path / "profile"
+  profile.mkdir()
+  (profile / "config.yaml").write_text(f"configfile: [{bomb}]\ncores: 1\n")
+  p = subprocess.run([sys.executable, "-m", "mlperf_bert", "check-config", "--snakemake-args", "all", "-n",
+                      "--profile", str(profile)], capture_output=True, text=True, timeout=300, cwd=REPO,
+                     preexec_fn=_one_gib)
+  assert p.returncode == 2 and p.stderr.strip().splitlines() == [_bomb_refused(bomb)], p.stdout + p.stderr[-3000:]
+  ok = tmp_path / "ok.yaml"
+  ok.write_text("seeds: [0, 1]\n")
+  assert cli_main(["check-config", "--snakemake-args", "-n", "--configfile", str(ok), "--cores", "2"]) == 0
+  assert capsys.readouterr() == ("", "")
+  assert cli_main(["check-config", "--snakemake-args", "--configfile", str(ok), str(bomb), "-n"]) == 2
+  assert capsys.readouterr().err.strip() == _bomb_refused(bomb)
+  demo = (REPO / "scripts" / "demo.sh").read_text().splitlines()
+  check = demo.index('.venv/bin/python -m mlperf_bert check-config --snakemake-args "${args[@]}"')
+  assert demo[check + 1] == 'exec .venv/bin/snakemake "${args[@]}"' and "set -euo pipefail" in demo

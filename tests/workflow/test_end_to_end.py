@@ -388,3 +388,130 @@ def test_forged_shard_with_rewritten_records_fails_by_rebuilding_it(run, tmp_pat
   fails = _fails(out)
   assert len(fails) == 1 and re.match(rf"FAIL\s+re-execution\s+shards/{a}\.shard\s+shard rebuilt \(seed \d+\): "
                                       rf"rebuilt from results4/{a} with the recorded settings and vocab", fails[0]), fails
+
+
+# ---- the chain from the text and a bounded re-execution (issue 35): the eval set, the text, BEAM in the record ----
+def _counts_on(record: Path, eval_set: Path) -> list[list[float]]:
+  """What a forger's inference gives: the last eval's batches of `record`'s final weights on `eval_set`, by the
+  project's own eval process (train/evidence.py), every batch."""
+  n = len(json.loads(record.read_text())["last_eval"]["batches"])
+  req = record.with_name("forger-request.json")
+  req.write_text(json.dumps({"record": str(record), "indices": list(range(n)), "device": "CPU", "devices": 1,
+                             "eval_set": str(eval_set)}))
+  out = subprocess.run([sys.executable, "-m", "mlperf_bert.train.evidence", str(req)], capture_output=True, text=True,
+                       check=True, timeout=600).stdout
+  req.unlink()
+  return [json.loads(l)["batch"] for l in out.splitlines() if '"index"' in l]
+
+
+def test_forged_eval_set_with_rewritten_records_fails_by_rebuilding_it_from_eval_txt(run, tmp_path):
+  """The eval set replaced by a crafted one (the real picks, its masked tokens left visible, its header naming
+  eval.txt and the recorded settings, its sidecar remade), each log's last eval taken on it by inference alone (the
+  final weights as they are) and written into the log and its train record, then `snakemake all`: every record
+  agrees and evaluating the weights again on that set gives the recorded counts. Rebuilt from results4/eval.txt
+  with the recorded settings and eval_examples, the eval set differs: FAIL, and no batch is evaluated on it. A 10 %
+  coverage redoes the eval set and one shard, nothing more."""
+  from tiny_shards import visible_eval_set
+  from mlperf_bert.train.evidence import EvalBatch, eval_accuracy
+  c = _copy(run, tmp_path / "wd")
+  ev = c.base / "eval/eval.shard"
+  cfg = json.loads(c.logs[0].with_name("result_bert_0.provenance.json").read_text())["config"]
+  visible_eval_set(c.base / "results4/eval.txt", c.base / "download/vocab.txt", ev, cfg["preprocessing"],
+                   cfg["eval_examples"])
+  data = ev.read_bytes()
+  for log in c.logs:
+    rp = log.with_name(log.name[:-4] + ".train.json")
+    got = _counts_on(rp, ev)
+    acc = eval_accuracy([EvalBatch(*b) for b in got], json.loads(rp.read_text())["last_eval"]["metric"])
+    text, n = re.subn(r'("key": "eval_accuracy", "value": )[0-9.e-]+', lambda m: m.group(1) + repr(acc),
+                      log.read_text())
+    assert n == 1
+    log.write_text(text)
+    logged = log.read_bytes()
+
+    def edit(r):
+      r["log"].update(sha256=hashlib.sha256(logged).hexdigest(), bytes=len(logged))
+      r["eval_accuracy"][-1][1] = acc
+      r["last_eval"]["batches"] = got
+      r["eval_set"].update(sha256=hashlib.sha256(data).hexdigest(), bytes=len(data))
+    _rewrite_record(rp, edit)
+  snakemake(c.wd, "--cores", "1", "all", configfile=c.cfg)  # the provenance records remade
+  rc, out = c.audit("--reexecute-budget", "10%", reexecute=True)
+  assert rc == 1, out
+  assert re.search(r"PASS\s+dry run\s+.*nothing to be done", out), out
+  assert re.search(r"PASS\s+checksums\s+shards, eval\s+8 shard\(s\) and 1 eval set", out), out
+  assert re.search(r"PASS\s+chain\s+shards, eval\s+text -> shard: each of 9 shard\(s\) was built from the text",
+                   out), out
+  assert all(re.search(rf"PASS\s+chain\s+results/{PLATFORM}/{l.name}\s+shard -> train record", out)
+             for l in c.logs), out
+  fails = _fails(out)
+  assert len(fails) == 1 and re.match(r"FAIL\s+re-execution\s+eval/eval\.shard\s+eval set rebuilt: rebuilt "
+                                      r"from results4/eval\.txt with the recorded settings and eval_examples 10000, "
+                                      r"the eval set is [0-9a-f]{12}\.\.\., the one on disk", fails[0]), fails
+  assert "it is not the eval set results4/eval.txt gives" in fails[0]
+  for l in c.logs:
+    assert re.search(rf"WARN\s+re-execution\s+results/{PLATFORM}/{l.name}\s+not redone: none of the 1 batches of the "
+                     r"last eval: eval/eval\.shard is not the eval set results4/eval\.txt gives", out), out
+
+
+def test_replaced_topic_text_with_its_shard_rebuilt_fails_against_the_md5_list(run, tmp_path):
+  """A topic's text replaced by half of it plus the whole eval text (training on the eval set), its modification time
+  kept (Snakemake sees no new text), its shard rebuilt honestly from it, both train records and SHA256SUMS rewritten,
+  then `snakemake all` (the provenance records remade): the chain holds (the shard was built from the text beside
+  it) and rebuilding the shard gives its bytes. The text's md5 is not the one the download's md5 list gives: FAIL,
+  naming the topic. (--no-reexecute: the md5 list is no re-execution.)"""
+  from mlperf_bert.audit.provenance import hashes
+  from mlperf_bert.audit.reexec import rebuild_shard
+  from mlperf_bert.data.instances import build_shard
+  from mlperf_bert.data.shards import write_sha256sums
+  c = _copy(run, tmp_path / "wd")
+  topic = "part-00003-of-00008"
+  text, shard = c.base / "results4" / topic, c.base / "shards" / f"{topic}.shard"
+  pre = json.loads(c.logs[0].with_name("result_bert_0.provenance.json").read_text())["config"]["preprocessing"]
+  st = text.stat()
+  lines = text.read_text().split("\n")
+  text.write_text("\n".join(lines[:len(lines) // 2]) + "\n" + (c.base / "results4/eval.txt").read_text())
+  os.utime(text, ns=(st.st_atime_ns, st.st_mtime_ns))
+  build_shard(text, c.base / "download/vocab.txt", shard, log=None, **pre)  # and its sidecar
+  data, src = shard.read_bytes(), hashlib.sha256(text.read_bytes()).hexdigest()
+  for log in c.logs:
+    def edit(r):
+      e, = [e for e in r["shards"] if e["path"].endswith(f"{topic}.shard")]
+      e.update(sha256=hashlib.sha256(data).hexdigest(), bytes=len(data), source_sha256=src)
+    _rewrite_record(log.with_name(log.name[:-4] + ".train.json"), edit)
+  write_sha256sums(c.base / "shards/SHA256SUMS", sorted((c.base / "shards").glob("*.shard.sha256")))
+  snakemake(c.wd, "--cores", "1", "all", configfile=c.cfg)
+  assert rebuild_shard(c.base, shard, pre, tmp_path, hashes) == ("PASS", "rebuilt byte-identical")
+  rc, out = c.audit()
+  assert rc == 1, out
+  assert re.search(r"PASS\s+dry run\s+.*nothing to be done", out), out
+  assert re.search(r"PASS\s+chain\s+shards, eval\s+text -> shard: each of 9 shard\(s\) was built from the text",
+                   out), out
+  assert all(re.search(rf"PASS\s+provenance\s+results/{PLATFORM}/{l.name}", out) for l in c.logs), out
+  fails = _fails(out)
+  assert len(fails) == 1 and re.match(rf"FAIL\s+chain\s+results4/{topic}\s+md5 list -> text: md5 "
+                                      rf"{hashlib.md5(text.read_bytes()).hexdigest()}, download/"
+                                      r"bert_reference_results_text_md5\.txt lists [0-9a-f]{32}: the text was changed "
+                                      r"after it was extracted", fails[0]), fails
+
+
+def test_a_record_with_beam_8_is_audited_within_a_small_budget(run, tmp_path):
+  """Both train records say BEAM 8, as every honest tinybox_green record does (the records are the only change: the
+  provenance rows FAIL for them). With an 8 s budget the audit ends in seconds, not in the minutes a BEAM 8 search
+  of the eval step takes on a CPU: the re-execution runs at BEAM 0, each process is stopped with its process group
+  at the end of its share, and the rows say what was not redone."""
+  c = _copy(run, tmp_path / "wd")
+  for log in c.logs:
+    _rewrite_record(log.with_name(log.name[:-4] + ".train.json"), lambda r: r["hparams"].update(BEAM=8))
+  t0 = time.perf_counter()
+  rc, out = c.audit("--no-dry-run", "--reexecute-budget", "8", reexecute=True)
+  took = time.perf_counter() - t0
+  assert took < 120, (took, out)
+  rows = [l for l in out.splitlines() if re.match(r"(PASS|FAIL|WARN)\s+re-execution\s", l)]
+  assert not [l for l in rows if l.startswith("FAIL")], rows
+  for subject in ["shards"] + [f"results/{PLATFORM}/{l.name}" for l in c.logs]:
+    [row] = [l for l in rows if l.split()[2] == subject]
+    # redone in part (a fast machine), or not at all: either way the row says what was not redone
+    assert "not redone: " in row or "every one redone" in row, row
+    for secs, share in re.findall(r"([\d.]+) s of a ([\d.]+) s share", row):
+      assert float(secs) <= float(share) + 1.5, row

@@ -1,7 +1,8 @@
 """The workflow on MLCommons' R2 layout, run for real with Snakemake against a loopback server: the demo corpus
-served as two datasets (input files; the text already extracted), a connection dropped mid-file and resumed, a
-dry run over a 500-part listing; deterministic download failures fail once; the shipped real-data configs plan."""
-import hashlib, tarfile, time
+served as two datasets (input files; the text already extracted) behind a login read from a netrc file, a connection
+dropped mid-file and resumed, a dry run over a 500-part listing; deterministic download failures fail once; the
+shipped real-data configs plan."""
+import base64, hashlib, tarfile, time
 from pathlib import Path
 
 import pytest, yaml
@@ -52,13 +53,37 @@ def _jobs(out: str) -> dict[str, int]:
   return stats
 
 
+PASSWORD = "Xq9Zk@Jw%40Pv"  # a raw '@' (was shown in part) and a '%40'
+SECRETS = ("Xq9Zk", "Jw%40Pv", "Jw@Pv", base64.b64encode(f"alice:{PASSWORD}".encode()).decode())
+
+
+def _secrets_in(text: str | bytes) -> list[str]:
+  data = text.encode() if isinstance(text, str) else text
+  return [s for s in SECRETS if s.encode() in data]
+
+
 @pytest.mark.slow
-def test_workflow_downloads_extracted_text_from_r2_and_resumes(server, tmp_path):
+def test_workflow_downloads_extracted_text_from_r2_and_resumes(server, tmp_path, tmp_path_factory):
+  """...behind a login (HTTP basic auth) that requests reads from the file NETRC names; no file the run wrote (the
+  basedir, .snakemake/ with its metadata and log) nor any output holds the password, and a config that gives it in a
+  URL is refused, naming the file and the keys, before anything is recorded."""
   cfg = _r2_config(tmp_path / "r2.yaml", server, "bert-demo-text")
+  server.auth = ("alice", PASSWORD)
+  netrc = tmp_path_factory.mktemp("login") / "netrc"
+  netrc.write_text(f"machine 127.0.0.1 login alice password {PASSWORD}\n")
+  login = {"NETRC": str(netrc)}
+  outputs = []
+
+  def run(*args, **kw):
+    r = snakemake(tmp_path, *args, configfile=kw.pop("configfile", cfg), env=login, **kw)
+    outputs.append(r.stdout + r.stderr)
+    return r
+
   server.faults["results/part-00003-of-00008"] = "drop"  # the first GET of this topic breaks off mid-file
   targets = [f"{BASE}/verified/{t}.ok" for t in TOPICS] + [f"{BASE}/verified/eval.txt.ok",
                                                             f"{BASE}/download/bert_config.json", f"{BASE}/download/vocab.txt"]
-  snakemake(tmp_path, "--cores", "2", *targets, configfile=cfg)
+  run("--cores", "2", *targets)
+  assert all(h.get("Authorization") for _, h in server.requests)  # the login went with every request
   base = tmp_path / BASE
   text = _demo_text()
   for name in TOPICS + ["eval.txt"]:
@@ -76,22 +101,38 @@ def test_workflow_downloads_extracted_text_from_r2_and_resumes(server, tmp_path)
   assert "network error" in log and "resuming at byte" in log and "100%" in log and "B/s" in log, log
   assert (base / "download" / "bert_config.json.sha256").is_file()
   assert not list((base / "results4").glob(".*")) and not list((base / "download").glob(".*part"))
-  r = snakemake(tmp_path, "-n", "--cores", "2", *targets, configfile=cfg)
+  r = run("-n", "--cores", "2", *targets)
   assert "Nothing to be done" in r.stdout + r.stderr
 
   def relist():
     for f in (base / "download" / "r2").glob("bert-demo-text.*"):
       f.unlink()
-    snakemake(tmp_path, "--cores", "1", f"{BASE}/download/r2/bert-demo-text.md5", configfile=cfg)
+    run("--cores", "1", f"{BASE}/download/r2/bert-demo-text.md5")
 
   relist()  # the same list fetched again: nothing is downloaded again
-  r = snakemake(tmp_path, "-n", "--cores", "2", *targets, configfile=cfg)
+  r = run("-n", "--cores", "2", *targets)
   assert "Nothing to be done" in r.stdout + r.stderr, r.stdout + r.stderr
   server.datasets["bert-demo-text"]["results/part-00005-of-00008"] = text["part-00005-of-00008"] + b"\nA new line.\n"
   relist()  # one file changed on the server: only its download reruns
-  r = snakemake(tmp_path, "-n", "--cores", "2", *targets, configfile=cfg)
+  r = run("-n", "--cores", "2", *targets)
   jobs = _jobs(r.stdout + r.stderr)
   assert jobs.get("r2_text") == 1 and "results/demo/results4/part-00005-of-00008" in r.stdout + r.stderr, jobs
+  # the login in the sources' URLs instead (as written and %-escaped): refused before a param or record has it (the
+  # dry run's "Params have changed" reason printed it, and .snakemake/metadata and the provenance record kept it)
+  host = server.url.removeprefix("http://")
+  creds = yaml.safe_load(cfg.read_text())
+  creds["sources"]["vocab.txt"]["url"] = f"mlcommons-r2:http://alice:{PASSWORD}@{host}/metadata/bert-input-files.uri"
+  creds["sources"]["results4"]["url"] = f"http://alice:{PASSWORD.replace('%', '%25').replace('@', '%40')}@{host}/metadata/bert-demo-text.uri"
+  (tmp_path / "creds.yaml").write_text(yaml.safe_dump(creds))
+  r = run("-n", "--cores", "2", *targets, configfile=tmp_path / "creds.yaml", check=False)
+  said = r.stdout + r.stderr
+  assert r.returncode != 0 and f"{tmp_path / 'creds.yaml'}: sources.results4.url, sources.vocab.txt.url give a URL " \
+    "with a user name or password" in said and "~/.netrc" in said and "Traceback" not in said, said[-3000:]
+  (tmp_path / "creds.yaml").unlink()
+  written = [p for p in tmp_path.rglob("*") if p.is_file()]
+  assert any(".snakemake/metadata" in str(p) for p in written) and any(".snakemake/log" in str(p) for p in written)
+  assert not [(str(p), _secrets_in(p.read_bytes())) for p in written if _secrets_in(p.read_bytes())]
+  assert not [_secrets_in(o) for o in outputs if _secrets_in(o)]
 
 
 def test_dry_run_over_a_500_part_listing(server, tmp_path):
