@@ -116,13 +116,27 @@ def audit_org(org_dir: Path, ruleset: str) -> dict:
           "logs": {s: log_stats(org_dir / "results" / s / "bert") for s in systems}}
 
 
+def _cpu_model() -> str:
+  try:
+    return next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name"))
+  except (OSError, StopIteration):
+    return platform.machine()
+
+
 def _cpu() -> float:
   r = resource.getrusage(resource.RUSAGE_CHILDREN)
   return r.ru_utime + r.ru_stime
 
 
-def _finding(r: dict) -> dict:
-  return {"status": r["status"], "check": r["check"], "subject": r["subject"], "reason": r["reason"][:FINDING_CHARS]}
+def _findings(rows: list[dict]) -> list[dict]:
+  """The FAIL and WARN rows, one entry per (status, check) with how many rows and the first one's subject and reason."""
+  out: dict[tuple, dict] = {}
+  for r in rows:
+    if r["status"] not in ("FAIL", "WARN"): continue
+    f = out.setdefault((r["status"], r["check"]), {"status": r["status"], "check": r["check"], "rows": 0,
+                                                   "subject": r["subject"], "reason": r["reason"][:FINDING_CHARS]})
+    f["rows"] += 1
+  return list(out.values())
 
 
 def system_rows(rnd: str, res: dict) -> list[dict]:
@@ -138,7 +152,7 @@ def system_rows(rnd: str, res: dict) -> list[dict]:
     score = ((audit or {}).get("scores", {}).get(f"{org}/{s}") or {})
     summ = res["summarizer"].get(s)
     logs = res["logs"][s]
-    findings = [_finding(r) for r in mine + org_rows if r["status"] in ("FAIL", "WARN")]
+    findings = _findings(mine + org_rows)
     verdict = ("ERROR" if audit is None else "FAIL" if any(f["status"] == "FAIL" for f in findings) else
                "WARN" if findings else "PASS")
     rows.append({
@@ -152,7 +166,7 @@ def system_rows(rnd: str, res: dict) -> list[dict]:
       "non_utf8_lines_max": max((l["non_utf8_lines"] for l in logs), default=0),
       "findings": findings})
   if audit is None:
-    for r in rows: r["findings"] = [{"status": "ERROR", "check": "audit", "subject": org,
+    for r in rows: r["findings"] = [{"status": "ERROR", "check": "audit", "rows": 1, "subject": org,
                                      "reason": f"the audit wrote no JSON (exit {res['exit']}): {res['stderr_tail']}"}]
   return rows
 
@@ -198,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
       if a.org and org not in a.org: continue
       rows.append({"round": rnd, "org": org, "system": system, "verdict": "ABSENT", "counts": {},
                    "audit_score": None, "scaling_factor": None, "summarizer_score": None, "score_equal": None,
-                   "logs": 0, "findings": [{"status": "ABSENT", "check": "snapshot", "subject": sysname,
+                   "logs": 0, "findings": [{"status": "ABSENT", "check": "snapshot", "rows": 1, "subject": sysname,
                    "reason": f"{len(paths)} result log(s) absent from the mirror (files of 4 MiB or more): not audited"}]})
     for org_dir in sorted(p for p in (base / "orgs").iterdir() if any(p.glob("results/*/bert"))
                           and (not a.org or p.name in a.org)):
@@ -218,12 +232,13 @@ def main(argv: list[str] | None = None) -> int:
       rows.extend(got)
   from importlib.metadata import version
   meta.update({"made_by": "tools/calibrate_audit.py", "date": datetime.date.today().isoformat(),
-               "mlperf_logging": version("mlperf-logging"), "machine": f"{platform.processor() or platform.machine()}, "
+               "mlperf_logging": version("mlperf-logging"), "machine": f"{_cpu_model()}, "
                f"{os.cpu_count()} cores"})
   rows.sort(key=lambda r: (tuple(map(int, r["round"].split("."))), r["org"], r["system"]))
   table = {"meta": meta, "summary": summary(rows), "rows": rows}
   a.out.parent.mkdir(parents=True, exist_ok=True)
-  a.out.write_text(json.dumps(table, indent=1) + "\n")
+  a.out.write_text("{\n" + ",\n".join(f"{json.dumps(k)}: " + (json.dumps(v, indent=1) if k != "rows" else "[\n"
+                   + ",\n".join(json.dumps(r) for r in v) + "\n]") for k, v in table.items()) + "\n}\n")  # a row a line
   print(f"\n{'ROUND':<6} {'SYSTEMS':>7} {'AUDITED':>7} {'ABSENT':>6} {'SCORED':>6} {'PASS':>5} {'WARN':>5} {'FAIL':>5} "
         f"{'EQUAL':>6} {'DIFF':>5}")
   for s in table["summary"]:
