@@ -70,8 +70,8 @@ def parse_line(line: str, lineno: int = 0) -> Event | MalformedLine | None:
     return MalformedLine(lineno, text[:200], "JSON nested too deep to parse")
   if not isinstance(rec, dict):
     return MalformedLine(lineno, text, f"record is a {type(rec).__name__}, expected a JSON object")
-  if not isinstance(rec.get("key"), str) or not rec["key"]:
-    return MalformedLine(lineno, text, "record has no 'key'")
+  if not isinstance(rec.get("key"), str):  # an empty key is one (mlperf-logging's parser reads it; a published
+    return MalformedLine(lineno, text, "record has no 'key'")  # v1.0 logger wrote "key": "" for submission_org)
   t = rec.get("time_ms")
   if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t):
     return MalformedLine(lineno, text, f"'time_ms' is {t!r}, expected a number")

@@ -12,29 +12,21 @@ the summarizer's, the audit's verdict for the organization and package_checker's
 then a summary. Exit status 0 when every score and verdict agrees and no audit raised, else 1.
 """
 from __future__ import annotations
-import argparse, csv, json, math, re, shutil, subprocess, sys, tempfile, time, traceback
+import argparse, json, math, re, shutil, subprocess, sys, tempfile, time, traceback
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mlperf_bert.audit.org import audit_submission  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from calibrate_audit import summarizer_scores  # noqa: E402
 
 
 def official(org_dir: Path, ruleset: str) -> tuple[dict[str, float | None], bool]:
   """result_summarizer's scores {system: minutes} and package_checker's verdict, each on its own copy."""
+  scores, _ = summarizer_scores(org_dir, ruleset)
   with tempfile.TemporaryDirectory(prefix="compare-official-") as tmp:
     tmp = Path(tmp)
-    copy = tmp / "a" / org_dir.name
-    shutil.copytree(org_dir, copy, symlinks=True)
-    subprocess.run([sys.executable, "-m", "mlperf_logging.result_summarizer", str(copy), "training", ruleset, "--csv",
-                    str(tmp / "s.csv")], cwd=tmp, capture_output=True, text=True, errors="replace")
-    scores: dict[str, float | None] = {}
-    if (tmp / "s.csv").exists():
-      with open(tmp / "s.csv", newline="") as f:
-        for row in csv.DictReader(f):
-          m = re.search(r"/systems/(.+)\.json$", row.get("details_url", ""))
-          v = row.get("bert")
-          scores[m.group(1) if m else row.get("system", "")] = float(v) if v not in (None, "") else None
     copy2 = tmp / "b" / org_dir.name
     shutil.copytree(org_dir, copy2, symlinks=True)
     p = subprocess.run([sys.executable, "-m", "mlperf_logging.package_checker", str(copy2), "training", ruleset,
@@ -46,8 +38,9 @@ def official(org_dir: Path, ruleset: str) -> tuple[dict[str, float | None], bool
 def embedded(audit, org: str) -> tuple[dict[str, float | None], bool | None]:
   """The official tools' results as the audit ran them: result_summarizer's scores, package_checker's verdict."""
   scores = {k.split("/", 1)[1]: v.get("result_summarizer") for k, v in audit.scores.items() if k.startswith(org + "/")}
-  pc = [r.status for r in audit.rows if r.check == "package_checker" and r.subject == org]
-  return scores, (pc[0] == "PASS" if pc and pc[0] != "SKIP" else None)
+  systems = {k.split("/", 1)[1] for k in audit.scores if k.startswith(org + "/")}
+  pc = [r.status for r in audit.rows if r.check == "package_checker" and (r.subject == org or r.subject in systems)]
+  return scores, (all(s == "PASS" for s in pc) if pc and "SKIP" not in pc else None)
 
 
 def compare_org(org_dir: Path, ruleset: str, independent: bool) -> list[dict]:

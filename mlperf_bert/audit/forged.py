@@ -1,23 +1,33 @@
 """Numbers no real run produces: the checks that catch an edited received submission whose every line still parses
-and passes mlperf-logging's checkers.
+and passes mlperf-logging's checkers. Each is calibrated on every published BERT result (v0.7 ... v5.0,
+tests/fixtures/audit-calibration.json): what MLCommons accepted is a WARN that says what was seen, never a FAIL.
 
 * `check_times`: a `time_ms` that is NaN or infinite, one before MLPerf existed (EARLIEST_MS) or in the future, a
   run_stop before its run_start. Each is a FAIL (never a DROP: olympic scoring does not drop a forged run) that
-  stops the official tools, which would score the edited numbers.
+  stops the official tools, which would score the edited numbers. The one exception is an event at time_ms 0 that
+  no score or check times (not one of CLOCKED_KEYS): published logs carry such lines, written by a script before
+  or after the run (a `cache_clear` by clean.sh, `submission_*` lines added when packaging): a WARN.
 * `check_copies`: runs with the same eval sequence (each eval's epoch_num and eval_accuracy, in order) are one run
   logged twice, whatever their seeds and time stamps say, when the sequence holds at least DISTINCT_EVALS different
   accuracies (a real run climbs; two do not climb alike). A shorter or flat sequence happens by chance (a small model
   scoring the most frequent token's share at every eval, whatever its seed): there the evals' times after run_start
-  must be equal too (a copy shifted in time keeps them).
+  must be equal too (a copy shifted in time keeps them). A copy whose every event sits at the same time after
+  run_start with the clock moved is a FAIL anywhere (time stamps edited so that one run looks like several). In a
+  received submission any other copy is a WARN (MLCommons accepted a log published twice with another seed, and a
+  trainer that ignores its seed logs equal accuracies); in a workflow tree, whose provenance says how each log was
+  made, every copy is a FAIL.
 * `check_scaling`: scaling.json's factor is not the submitter's to choose: mlperf-logging's rcp_checker writes it
-  (package_checker runs it with set_scaling). It is recomputed here and a file that differs is a FAIL naming both.
+  (package_checker runs it with set_scaling). It is recomputed here. result_summarizer scores with the file's
+  factor (1 without it), and so does the audit, with a WARN when the rcp_checker gives another one (the RCPs of
+  the round's checker may differ from the installed one's); a factor no rcp_checker writes (below 1, above the
+  largest speedup any BERT RCP allows, not a number) is a FAIL naming both, and the score uses the recomputed one.
 """
 from __future__ import annotations
 import json, math, re, time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from mlperf_bert.audit.mlperf_tools import rcp_scaling
+from mlperf_bert.audit.mlperf_tools import rcp_max_speedup, rcp_scaling
 from mlperf_bert.audit.logs import MLPerfLog
 from mlperf_bert.audit.rows import Row, shorten
 
@@ -26,6 +36,9 @@ EARLIEST_MS = 1_514_764_800_000
 FUTURE_SLACK_MS = 24 * 3600 * 1000   # a clock a day ahead of the auditor's is still believed
 DISTINCT_EVALS = 3                   # different accuracies that make an equal eval sequence a copy on its own
 TIME_CHECKS = ("times",)             # the checks whose FAIL means the official tools are not run
+# the events a run's clock times: the score, the init time and the copies check read them; a script does not write them
+CLOCKED_KEYS = ("run_start", "run_stop", "init_start", "init_stop", "block_start", "block_stop", "epoch_start",
+                "epoch_stop", "eval_start", "eval_stop", "eval_accuracy")
 _NONFINITE = re.compile(r"^'time_ms' is (nan|inf|-inf),")
 
 
@@ -53,10 +66,18 @@ def check_times(log: MLPerfLog, s: str, now_ms: float | None = None) -> list[Row
       [f"line {m.lineno} ({_key_of(m.text)}) is {'NaN' if v == 'nan' else v.replace('inf', 'infinite')}"
        for m, v in nonfinite]) + ": the log was edited"))
   odd = [e for e in log.events if not EARLIEST_MS <= e.time_ms <= now_ms + FUTURE_SLACK_MS]
+  unclocked = [e for e in odd if e.time_ms == 0 and e.key not in CLOCKED_KEYS]
+  odd = [e for e in odd if not (e.time_ms == 0 and e.key not in CLOCKED_KEYS)]
   if odd:
     rows.append(Row("FAIL", "times", s, f"{len(odd)} event(s) timed outside 2018-01-01 .. now: " + shorten(
       [f"line {e.lineno} {e.key} at time_ms {e.time_ms:.6g} ({_date(e.time_ms)})" for e in odd])
       + ": no MLPerf run's clock reads that; the log was edited"))
+  if unclocked:
+    rows.append(Row("WARN", "times", s, f"{len(unclocked)} event(s) at time_ms 0, off the run's clock: " + shorten(
+      [f"line {e.lineno} {e.key[:40]}" + (f" (written by {str(e.metadata['file'])[:60]})"
+                                          if e.metadata.get("file") not in (None, "", "N/A") else "") for e in unclocked])
+      + ": lines a script wrote before or after the run, none of the run's own clocked events (run, init, block, "
+      "epoch, eval); the score reads run_start and run_stop"))
   start, stop = log.first("run_start"), log.first("run_stop")
   if start and stop and stop.time_ms < start.time_ms:
     rows.append(Row("FAIL", "times", s, f"run_stop (line {stop.lineno}) is {(start.time_ms - stop.time_ms) / 1000:,.1f} "
@@ -76,26 +97,55 @@ def eval_offsets(log: MLPerfLog) -> tuple | None:
   return None if start is None else tuple(e.time_ms - start for e in log.eval_accuracies)
 
 
-def check_copies(logs: list[MLPerfLog], names: dict, system: str) -> list[Row]:
+def _events(log: MLPerfLog, shift: float = 0) -> tuple:
+  """The log's events but its seeds, each (key, value, time_ms - shift): equal for one run logged twice."""
+  return tuple((e.key, json.dumps(e.value, sort_keys=True), e.time_ms - shift) for e in log.events if e.key != "seed")
+
+
+def _copy_kind(group: list[MLPerfLog]) -> tuple[str, str]:
+  """How the logs of one eval sequence are alike: ("same", ...) every event at the same time_ms, ("moved", ...)
+  every event at the same time after run_start with the clock moved, ("other", ...) the evals only."""
+  first = group[0]
+  if all(_events(l) == _events(first) for l in group):
+    return "same", "every event at the same time_ms with the same value, only the seed differs"
+  start = lambda l: l.run_start_ms if l.run_start_ms is not None else (l.events[0].time_ms if l.events else 0)
+  if all(_events(l, start(l)) == _events(first, start(first)) for l in group):
+    moved = sorted({abs(start(l) - start(first)) / 1000 for l in group} - {0})
+    return "moved", (f"every event at the same time after run_start, the clock moved by {shorten([f'{m:,.0f} s' for m in moved])}: "
+                     "time stamps edited so that one run looks like several")
+  return "other", "at other times (a copy with its times edited unevenly, or a trainer whose runs do not depend on the seed)"
+
+
+def check_copies(logs: list[MLPerfLog], names: dict, system: str, received: bool = False) -> list[Row]:
   """Runs whose eval sequences are equal: copies of one run (seeds and time stamps are easily edited; two real
   runs do not reach the same accuracies at the same samples, eval after eval). A sequence of fewer than
-  DISTINCT_EVALS different accuracies is one only with the same eval times after run_start."""
-  groups: dict[tuple, list[str]] = {}
+  DISTINCT_EVALS different accuracies is one only with the same eval times after run_start. A copy with its clock
+  moved is a FAIL; in a `received` submission the other copies are a WARN (see the module's docstring)."""
+  groups: dict[tuple, list[MLPerfLog]] = {}
   for log in logs:
     seq = eval_sequence(log)
     if not seq: continue
     timed = len({acc for _, acc in seq}) < DISTINCT_EVALS   # flat or short: the times must match too
-    groups.setdefault((seq, eval_offsets(log) or id(log)) if timed else (seq,), []).append(names[id(log)])
-  same = [(len(key[0]), v) for key, v in groups.items() if len(v) > 1]
-  return [Row("FAIL", "copies", system, f"{' and '.join(v[:4])}{f' and {len(v) - 4} more' if len(v) > 4 else ''} "
-              f"have the same {n} eval(s) (epoch_num and eval_accuracy, in order): one run logged {len(v)} times "
-              "with other seeds or times, not separate runs") for n, v in same]
+    groups.setdefault((seq, eval_offsets(log) or id(log)) if timed else (seq,), []).append(log)
+  rows = []
+  for key, group in groups.items():
+    if len(group) < 2: continue
+    kind, what = _copy_kind(group)
+    v = [names[id(l)] for l in group]
+    seeds = [str(l.seed) for l in group]
+    rows.append(Row("WARN" if received and kind != "moved" else "FAIL", "copies", system,
+                    f"{' and '.join(v[:4])}{f' and {len(v) - 4} more' if len(v) > 4 else ''} have the same "
+                    f"{len(key[0])} eval(s) (epoch_num and eval_accuracy, in order), {what} (seeds "
+                    f"{', '.join(seeds[:4])}{', ...' if len(seeds) > 4 else ''}): one run logged {len(v)} times, not "
+                    "separate runs"))
+  return rows
 
 
 def check_scaling(logs: list[MLPerfLog], bert: Path, system: str, *, division: str | None, ruleset: str,
                   shipped: float | None) -> tuple[list[Row], float]:
   """scaling.json's factor (`shipped`, None without the file) against the one mlperf-logging's rcp_checker writes.
-  Returns the rows and the factor to score with (the recomputed one when it can be recomputed)."""
+  Returns the rows and the factor to score with: the file's (1 without it), as result_summarizer scores, unless no
+  rcp_checker writes it (then the recomputed one)."""
   name = f"results/{system}/bert/scaling.json"
   factor = 1.0 if shipped is None else shipped
   if any(l.unread or l.over_bounds for l in logs):
@@ -112,6 +162,14 @@ def check_scaling(logs: list[MLPerfLog], bert: Path, system: str, *, division: s
     if shipped is None: return [], want
     return [Row("PASS", "scaling", system, f"{name}: factor {factor:.6g}, as mlperf-logging's rcp_checker computes "
                 f"it ({how})")], want
-  said = f"{name} says {factor:.6g}" if shipped is not None else f"{name} is missing (factor 1)"
-  return [Row("FAIL", "scaling", system, f"{said}; mlperf-logging's rcp_checker gives {want:.6g} ({how}): the factor "
-              "is not the submitter's to choose (rerun package_checker, which writes it)")], want
+  top = rcp_max_speedup()
+  if shipped is None:
+    return [Row("WARN", "scaling", system, f"scaling.json absent: scored with 1 as MLCommons does; rcp_checker would "
+                f"give {want:.6g} ({how})")], 1.0
+  if 1.0 <= shipped <= top:
+    return [Row("WARN", "scaling", system, f"{name} says {shipped:.6g}: scored with it as MLCommons does; "
+                f"mlperf-logging's rcp_checker gives {want:.6g} ({how}); the file's factor is one an rcp_checker "
+                f"writes (1 .. {top:.4g}, the largest speedup a BERT RCP allows): the round's RCPs may differ")], shipped
+  return [Row("FAIL", "scaling", system, f"{name} says {shipped:.6g}; mlperf-logging's rcp_checker gives {want:.6g} "
+              f"({how}): no rcp_checker writes a factor below 1 or above {top:.4g}, the largest speedup a BERT RCP "
+              "allows; the factor is not the submitter's to choose (rerun package_checker, which writes it)")], want

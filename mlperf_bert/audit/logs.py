@@ -29,6 +29,7 @@ class MLPerfLog:
   events: list[Event] = field(default_factory=list)
   malformed: list[MalformedLine] = field(default_factory=list)
   other_lines: list[tuple[int, str]] = field(default_factory=list)
+  other_bytes: int = 0  # bytes of the lines that are no :::MLLOG record (blank ones and line ends included)
   non_utf8: list[int] = field(default_factory=list)  # line numbers holding bytes that are not UTF-8
   unread: str | None = None  # why the file was not parsed at all (not a regular file, over the size bound)
   over_bounds: bool = False  # a line over the line bound or nested deeper than the JSON bound: mlperf-logging's
@@ -197,8 +198,10 @@ def read_log(path: str | os.PathLike, max_bytes: int = MAX_LOG_BYTES, max_line: 
     data.decode("utf-8"); utf8 = True
   except UnicodeDecodeError:
     utf8 = False
-  lines = []
-  for n, raw in enumerate(data.splitlines(), 1):
+  lines, other_bytes, token = [], 0, TOKEN.encode()
+  for n, raw in enumerate(data.splitlines(keepends=True), 1):
+    if token not in raw: other_bytes += len(raw)
+    raw = raw.rstrip(b"\r\n")
     if not utf8:
       try: raw.decode("utf-8")
       except UnicodeDecodeError: log.non_utf8.append(n)
@@ -211,6 +214,7 @@ def read_log(path: str | os.PathLike, max_bytes: int = MAX_LOG_BYTES, max_line: 
   parsed = parse_lines(lines, path)
   parsed.malformed = sorted(log.malformed + parsed.malformed, key=lambda m: m.lineno)
   parsed.non_utf8 = log.non_utf8
+  parsed.other_bytes = other_bytes
   parsed.over_bounds = any(m.error.startswith(BOUND_ERRORS) for m in parsed.malformed)
   return parsed
 

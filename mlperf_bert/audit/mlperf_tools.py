@@ -1,7 +1,7 @@
 """mlperf-logging's checkers (compliance, system description, RCP, result summarizer, package checker), called the way
 their `python -m` entry points call them, returning verdicts and one-line reasons."""
 from __future__ import annotations
-import contextlib, csv, json, logging, os, re, subprocess, sys, tempfile
+import contextlib, csv, functools, json, logging, os, re, subprocess, sys, tempfile
 from pathlib import Path
 from typing import Iterator
 
@@ -102,6 +102,37 @@ def system_desc_check(json_path: str | os.PathLike, ruleset: str = RULESET) -> t
   return bool(valid), reasons
 
 
+def has_rcps(ruleset: str) -> bool:
+  """Whether mlperf-logging holds BERT RCPs for the ruleset (its rcp_checker starts at training 1.0.0)."""
+  return (Path(rcp_checker.__file__).parent / f"{USAGE}_{ruleset}" / "rcps_bert.json").is_file()
+
+
+@functools.lru_cache(maxsize=1)
+def rcp_max_speedup() -> float:
+  """The largest scaling factor the rcp_checker writes with any BERT RCP of the installed mlperf-logging: a record's
+  `Max Speedup` (its mean over its fastest run) bounds the factor, an interpolated record's too (it lies between
+  two records')."""
+  top = 1.0
+  with captured_logging():
+    for r in supported_rulesets():
+      if not has_rcps(r): continue
+      try:
+        c = rcp_checker.RCP_Checker(USAGE, r, "bert", False)
+      except Exception:  # an RCP file the installed checker cannot read bounds nothing
+        continue
+      top = max([top] + [x["Max Speedup"] for recs in (c.rcp_data, c.pruned_rcp_data) for x in recs.values()])
+  return top
+
+
+def status_only(desc: dict, ruleset: str = RULESET) -> bool:
+  """Whether a system description that system_desc_checker rejects passes it with a valid `status`: its only fault
+  is the status value (the checker reports that alone, hiding any other)."""
+  with tempfile.TemporaryDirectory(prefix="mlperf-desc-") as tmp:
+    f = Path(tmp) / "system.json"
+    f.write_text(json.dumps({**desc, "status": "Available on-premise"}))
+    return system_desc_check(f, ruleset)[0]
+
+
 def rcp_check(bert_dir: str | os.PathLike, ruleset: str = RULESET) -> tuple[bool, str]:
   """mlperf-logging's RCP check of a result directory, as `python -m mlperf_logging.rcp_checker DIR
   --rcp_usage training --rcp_version RULESET` runs it (pruned RCPs, epoch_num not train_samples)."""
@@ -113,18 +144,30 @@ def rcp_scaling(bert_dir: str | os.PathLike, ruleset: str = RULESET) -> tuple[bo
   """rcp_check and the scaling factor package_checker has the rcp_checker write into the directory's scaling.json
   (`check_directory(..., set_scaling=True)`, which deletes any file there first): the RCP mean over the
   submission's mean epochs when the check passes and the submission converged faster than the RCP mean, else no
-  file (1.0). Computed without writing anything."""
-  with captured_logging():
-    try:
-      ok, msg, norm = rcp_checker.check_directory(str(bert_dir), USAGE, ruleset, False, False, rcp_pass="pruned_rcps")
-    except Exception as e:
-      return False, f"rcp_checker stopped: {type(e).__name__}: {e}", 1.0
-  return bool(ok), msg, float(norm) if ok and norm > 1 else 1.0
+  file (1.0). Computed without writing anything. The submission's epochs are read from epoch_num, as package_checker
+  reads them by default, and, when that fails, from train_samples, as `package_checker --rcp_bert_train_samples`
+  reads them (logs of v1.0 and v1.1 count their epochs in samples)."""
+  if not has_rcps(ruleset):
+    return True, f"training {ruleset} has no BERT RCPs (mlperf-logging's rcp_checker starts at 1.0.0)", 1.0
+  out = None
+  for train_samples in (False, True):
+    with captured_logging():
+      try:
+        ok, msg, norm = rcp_checker.check_directory(str(bert_dir), USAGE, ruleset, False, train_samples,
+                                                    rcp_pass="pruned_rcps")
+      except Exception as e:
+        ok, msg, norm = False, f"rcp_checker stopped: {type(e).__name__}: {e}", 1.0
+    if train_samples: msg += " (epochs from train_samples, as package_checker --rcp_bert_train_samples reads them)"
+    out = out or (bool(ok), msg, float(norm) if ok and norm > 1 else 1.0)
+    if ok: return bool(ok), msg, float(norm) if norm > 1 else 1.0
+  return out
 
 
 def _copy_package(org_dir: Path, dest: Path) -> Path:
-  """Copy an org's BERT parts (results/*/bert, systems/*.json, benchmarks/bert) into dest/<org>: regular files
-  only, never following a symlink out of the org nor reading a FIFO or device (see untrusted.safe_copy)."""
+  """Copy an org's BERT parts (results/*/bert with each system's package_checker_params, the systems/*.json of
+  those systems, benchmarks/bert) into dest/<org>: regular files only, never following a symlink out of the org nor
+  reading a FIFO or device (see untrusted.safe_copy). Another benchmark's system description is not the BERT
+  result's: package_checker, which checks every systems/*.json, does not see it."""
   out = dest / org_dir.name
   budget = [MAX_COPY_FILES, MAX_COPY_BYTES]
   out.mkdir(parents=True)
@@ -132,9 +175,12 @@ def _copy_package(org_dir: Path, dest: Path) -> Path:
   if problem(results, org_dir, want="dir") is None:
     for sysdir in sorted(results.iterdir()):
       safe_copy(sysdir / "bert", out / "results" / sysdir.name / "bert", org_dir, budget)
+      safe_copy(sysdir / "package_checker_params", out / "results" / sysdir.name / "package_checker_params", org_dir,
+                budget)
+  bert = {p.parent.name for p in (out / "results").glob("*/bert")}
   if problem(systems, org_dir, want="dir") is None:
     for f in sorted(systems.glob("*.json")):
-      if problem(f, org_dir, max_bytes=MAX_JSON_BYTES) is None:
+      if f.stem in bert and problem(f, org_dir, max_bytes=MAX_JSON_BYTES) is None:
         safe_copy(f, out / "systems" / f.name, org_dir, budget)
   if (org_dir / "benchmarks" / "bert").is_dir():
     safe_copy(org_dir / "benchmarks" / "bert", out / "benchmarks" / "bert", org_dir, budget)
@@ -195,10 +241,18 @@ def package_checker(org_dir: str | os.PathLike, ruleset: str = RULESET, *, in_pl
 
 def package_checker_errors(output: str) -> list[str]:
   """The ERROR lines of a package checker run, one line each."""
-  out = []
+  return [e for errs in package_checker_errors_by_system(output).values() for e in errs]
+
+
+def package_checker_errors_by_system(output: str) -> dict[str, list[str]]:
+  """The ERROR lines of a package checker run by the system whose results/<system>/bert it was checking ("" for
+  the errors before the first: the system descriptions), one line each."""
+  out: dict[str, list[str]] = {}
+  system = ""
   for l in output.splitlines():
-    if l.startswith("ERROR"):
-      out.append(l.split("-", 1)[1].strip() if "-" in l else l.strip())
+    m = re.search(r"Running compliance checks in dir .*/results/(.+)/bert\s*$", l)
+    if m:
+      system = m.group(1)
+    elif l.startswith("ERROR"):
+      out.setdefault(system, []).append(l.split("-", 1)[1].strip() if "-" in l else l.strip())
   return out
-
-

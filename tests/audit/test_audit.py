@@ -55,10 +55,14 @@ def test_tinycorp_v41_official_verdicts(tmp_path):
   before = tree_digest(tmp_path / "pkg")
   audit = audit_submission(org, "4.1.0")
   assert tree_digest(tmp_path / "pkg") == before, "the audit wrote into the audited tree"
-  # tinycorp published green's result_8 as a copy of result_3 (byte-identical but for the seed): the one FAIL
-  fails = [r for r in audit.rows if r.status == "FAIL"]
-  assert [(r.check, r.subject) for r in fails] == [("copies", "tinybox_green")], fails
-  assert "tinybox_green/result_3.txt and tinybox_green/result_8.txt have the same 16 eval(s)" in fails[0].reason
+  # tinycorp published green's result_8 as a copy of result_3 (byte-identical but for the seed), and MLCommons
+  # accepted it: in a received submission a WARN that says so, not a FAIL
+  assert not audit.failed, [r for r in audit.rows if r.status == "FAIL"]
+  [copy] = rows(audit, "copies")
+  assert copy.status == "WARN" and copy.subject == "tinybox_green"
+  assert ("tinybox_green/result_3.txt and tinybox_green/result_8.txt have the same 16 eval(s) (epoch_num and "
+          "eval_accuracy, in order), every event at the same time_ms with the same value, only the seed differs (seeds "
+          "20762, 22978): one run logged 2 times") in copy.reason
   official = summarizer_scores(org, "4.1.0", tmp_path)
   assert round(official["tinybox_green"], 2) == 360.52 and round(official["tinybox_red"], 2) == 397.33
   for system, score in official.items():

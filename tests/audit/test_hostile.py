@@ -246,3 +246,44 @@ def test_a_flat_or_short_eval_sequence_is_a_copy_only_with_the_same_times():
   later = [(e, a, dt + 5_000) for e, a, dt in climbing]
   [row] = copies(_log(1_700_000_000_000, climbing), _log(1_700_000_100_000, later))
   assert "have the same 3 eval(s)" in row.reason
+
+
+def test_a_copy_in_a_received_submission_is_a_warn_unless_its_clock_was_moved():
+  """MLCommons accepted tinycorp's v4.1 green with result_8 = result_3 but for the seed: in a received submission a
+  copy logged at the same times, or with the same evals at other times, is a WARN saying so; one whose every event
+  keeps its time after run_start with the clock moved (edited to look like another run) is a FAIL. In a workflow
+  tree (received=False) every copy is a FAIL."""
+  from mlperf_bert.audit.forged import check_copies
+  copies = lambda received, *logs: check_copies(list(logs), {id(l): f"result_{i}.txt" for i, l in enumerate(logs)},
+                                                "sys", received)
+  climbing = [(64, 0.05, 40_000), (128, 0.06, 80_000), (192, 0.07, 120_000)]
+  same, moved = _log(1_700_000_000_000, climbing), _log(1_700_086_400_000, climbing)
+  other = _log(1_700_000_000_000, [(e, a, dt + 5_000) for e, a, dt in climbing])
+  for logs, status, what in (((same, _log(1_700_000_000_000, climbing)), "WARN", "every event at the same time_ms with the same value"),
+                             ((same, other), "WARN", "at other times"),
+                             ((same, moved), "FAIL", "the clock moved by 86,400 s: time stamps edited")):
+    [row] = copies(True, *logs)
+    assert row.status == status and "result_0.txt and result_1.txt have the same 3 eval(s)" in row.reason, row
+    assert what in row.reason and "one run logged 2 times" in row.reason, row
+    assert [r.status for r in copies(False, *logs)] == ["FAIL"]
+
+
+def test_trainer_output_in_a_log_is_counted_and_over_4_mib_a_warn(red):
+  """Lines that are no :::MLLOG record (mlperf-logging skips them): the parse row counts them; more than the published
+  logs hold (4 MiB; the largest published has 3.7 MB) is a WARN naming the count and bytes, never a FAIL."""
+  from mlperf_bert.audit.log_checks import check_parse
+  from mlperf_bert.audit.logs import read_log
+  log = bert(red) / "result_0.txt"
+  [row] = check_parse(read_log(log), "s")
+  assert row.status == "PASS" and "other line" not in row.reason   # tinycorp's logs are records only
+  with open(log, "ab") as f:
+    f.write(b"step 1 loss 7.1\n\n" * 3 + b"x" * 1000 + b"\n")
+  [row] = check_parse(read_log(log), "s")
+  assert row.status == "PASS" and row.reason.endswith("; 4 other line(s), 1,052 bytes (the trainer's output, which "
+                                                      "mlperf-logging skips)")
+  with open(log, "ab") as f:
+    f.write((b"j" * 1023 + b"\n") * (10 << 10))   # 10 MiB of junk
+  rows = check_parse(read_log(log), "s")
+  assert [r.status for r in rows] == ["PASS", "WARN"]
+  assert rows[1].check == "other lines" and rows[1].reason.startswith("10,486,812 bytes in 10,244 line(s) that are no "
+                                                                      ":::MLLOG record: more than the 4 MiB")
