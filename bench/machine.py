@@ -3,16 +3,13 @@ CPU model, the SIMD flags that matter here, cores, memory, clang, Python and the
 import os, platform, re, subprocess
 from pathlib import Path
 
-FLAGS = ("sse4_2", "pclmulqdq", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16", "amx_tile")
+from mlperf_bert.machine import cpu_model_and_flags
 
 
 def machine() -> dict:
   info = {"cpu": platform.processor() or "?", "python": platform.python_version(), "cores": os.cpu_count()}
+  info["cpu"], info["flags"] = cpu_model_and_flags()
   try:
-    cpu = Path("/proc/cpuinfo").read_text()
-    info["cpu"] = re.search(r"model name\s*:\s*(.*)", cpu).group(1).strip()
-    flags = set(re.search(r"flags\s*:\s*(.*)", cpu).group(1).split())
-    info["flags"] = " ".join(f for f in FLAGS if f in flags)
     mem = re.search(r"MemTotal:\s*(\d+)", Path("/proc/meminfo").read_text())
     info["mem_gb"] = round(int(mem.group(1)) / 2**20, 1)
   except (OSError, AttributeError):

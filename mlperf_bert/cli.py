@@ -321,7 +321,8 @@ def _cmd_audit(a) -> int:
                       "another path")
   audit = run_audit(path, ruleset=normalize_ruleset(a.ruleset), strict=a.strict, workflow_dir=a.workflow_dir,
                     workdir=a.workdir, configfiles=a.configfile, config=a.config, dry_run=not a.no_dry_run,
-                    reexecute=a.reexecute, reexecute_seed=a.reexecute_seed, reexecute_budget=a.reexecute_budget)
+                    reexecute=a.reexecute, reexecute_seed=a.reexecute_seed, reexecute_budget=a.reexecute_budget,
+                    reexecute_parts=tuple(a.reexecute_parts) if a.reexecute_parts else None)
   print(format_table(audit))
   if a.json:
     with atomic_path(a.json) as tmp:
@@ -368,14 +369,18 @@ def _add_audit(sub) -> None:
                  help="basedir audits: config overrides the run used (as snakemake --config: several after one flag)")
   p.add_argument("--no-dry-run", action="store_true", help="basedir audits: skip Snakemake's dry run")
   p.add_argument("--reexecute", action=argparse.BooleanOptionalAction, default=True,
-                 help="basedir audits: rebuild a random sample of shards and evaluate a random sample of the last "
-                 "eval's batches on the final weights (default: on)")
+                 help="basedir audits: rebuild a random sample of shards, evaluate a random sample of the last "
+                 "eval's batches on the final weights and train a random sample of segments between the kept states "
+                 "again (default: on)")
   p.add_argument("--reexecute-seed", type=int, metavar="N", help="the sample's seed (default: drawn from os.urandom "
                  "and printed; pass it to repeat a draw)")
   p.add_argument("--reexecute-budget", type=_budget, metavar="SECONDS|P%", help="the re-execution's budget: seconds "
                  "(default 300), a hard bound (every process is stopped at the end of its share; the rows say what "
-                 "was not redone), or a coverage P%% of the shards and of each log's eval batches, however long it "
-                 "takes (the rows say the chance a changed one was missed)")
+                 "was not redone), or a coverage P%% of the shards, of each log's eval batches and of its training "
+                 "segments, however long it takes (the rows say the chance a changed one was missed)")
+  p.add_argument("--reexecute-parts", nargs="+", choices=("shards", "evals", "segments"), metavar="PART",
+                 help="basedir audits: redo only these of shards, evals (the last eval's batches), segments (training "
+                 "between the kept states, and the time check that needs it); default: all three")
   p.set_defaults(func=_cmd_audit)
 
   p = sub.add_parser("submission", help="assemble and check an MLPerf submission package from result logs",

@@ -6,6 +6,8 @@ rule provenance:
         train_record=B(TRAIN_RECORD),
         # the final weights the train rule writes (tinygrad's own trainer writes none)
         final_weights=[B(FINAL_WEIGHTS)] if PLAN.trainer != "tinygrad" else [],
+        # and the training states it kept at its evals (their sha256s are in the train record)
+        kept_states=[B(KEPT_STATES)] if PLAN.trainer != "tinygrad" else [],
         downloads=provenance_downloads(),
         # the shards are those SHA256SUMS lists (mlperf_bert.audit.provenance.listed_shards): an input that waited on
         # the extract checkpoint made Snakemake build every provenance job twice while planning

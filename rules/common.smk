@@ -85,6 +85,8 @@ RESULT_LOG = "results/{platform}/result_bert_{seed}.log"
 TRAIN_RECORD = "results/{platform}/result_bert_{seed}.train.json"
 # the train process's final weights (mlperf_bert/train/evidence.py): the audit re-executes part of the last eval on them
 FINAL_WEIGHTS = "results/{platform}/result_bert_{seed}.final.safetensors"
+# the training state it kept at its evals (mlperf_bert/train/states.py): the audit re-executes segments between them
+KEPT_STATES = "results/{platform}/result_bert_{seed}.states"
 PROVENANCE = "results/{platform}/result_bert_{seed}.provenance.json"
 TRAIN_LOG = "logs/train/{platform}/seed_{seed}.log"  # the train job's log: it holds the trainer's per-step lines
 RUN_FIGURE = "report/{platform}/run_{seed}.png"

@@ -21,6 +21,10 @@ rule train:
         # its final weights (sha256 in the train record): the audit evaluates a random sample of the last eval's
         # batches on them and compares the counts the record holds (mlperf_bert/audit/reexec.py)
         B(FINAL_WEIGHTS),
+        # the training state at each eval (EVIDENCE_STATE_FREQ; sha256s in the train record): the audit re-executes a
+        # random sample of the segments between them and compares the weights and the logged time
+        # (mlperf_bert/audit/segments.py)
+        directory(B(KEPT_STATES)),
     params:
         hparams=lambda w: train_hparams(w.seed),
         tinygrad=TINYGRAD_VERSION,

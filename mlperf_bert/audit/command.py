@@ -28,14 +28,19 @@ def run_audit(path: str | os.PathLike, *, ruleset: str = RULESET, strict: bool =
               workflow_dir: str | os.PathLike | None = None, workdir: str | os.PathLike | None = None,
               configfiles: list[str] | None = None, config: list[str] | None = None, dry_run: bool = True,
               reexecute: bool = True, reexecute_seed: int | None = None,
-              reexecute_budget: float | str | Budget | None = None) -> Audit:
+              reexecute_budget: float | str | Budget | None = None,
+              reexecute_parts: tuple[str, ...] | None = None) -> Audit:
   """Audit PATH, whichever kind it is."""
   p = Path(path)
   if detect_kind(p) == "basedir":
     return audit_basedir(p, ruleset=ruleset, strict=strict, workflow_dir=workflow_dir, workdir=workdir,
                          configfiles=configfiles, config=config, dry_run=dry_run, reexecute=reexecute,
-                         reexecute_seed=reexecute_seed, reexecute_budget=reexecute_budget)
+                         reexecute_seed=reexecute_seed, reexecute_budget=reexecute_budget,
+                         reexecute_parts=reexecute_parts)
   audit = audit_submission(p, ruleset, strict)
   audit.add("SKIP", "re-execution", str(p), "not re-executable: a received submission holds logs only (no shard "
             "text, no final weights); its numbers are checked, not redone")
+  audit.add("SKIP", "time", str(p), "time and steps taken on trust: a received submission holds no training states, "
+            "so neither how many steps its runs took nor how long is re-executed or bounded by its hardware; its "
+            "logs' times are scored as they say")
   return audit

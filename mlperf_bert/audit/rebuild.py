@@ -108,10 +108,10 @@ def _worker(items: list[dict], deadline: float | None) -> tuple[dict[str, str], 
 
 
 def reexecute_data(audit: Audit, base: Path, preprocessing: dict | None, eval_examples: int | None, seed: int,
-                   budget: Budget, deadline: float | None, hasher: Callable) -> bool | None:
-  """The eval set, then the drawn shards (a share `budget.coverage` of them, or as many as `deadline` allows).
-  Returns whether the eval set is the one eval.txt gives: True, False, or None (not rebuilt)."""
-  shards = sorted((base / "shards").glob("*.shard")) if (base / "shards").is_dir() else []
+                   budget: Budget, deadline: float | None, hasher: Callable, with_shards: bool = True) -> bool | None:
+  """The eval set, then (`with_shards`) the drawn shards (a share `budget.coverage` of them, or as many as `deadline`
+  allows). Returns whether the eval set is the one eval.txt gives: True, False, or None (not rebuilt)."""
+  shards = sorted((base / "shards").glob("*.shard")) if with_shards and (base / "shards").is_dir() else []
   ev = base / EVAL_SET
   if not shards and not ev.is_file(): return None
   if not isinstance(preprocessing, dict):
@@ -127,8 +127,8 @@ def reexecute_data(audit: Audit, base: Path, preprocessing: dict | None, eval_ex
       todo.append((f, item))
   t0 = time.perf_counter()
   got, err, stopped = _worker([i for _, i in todo], deadline) if todo else ({}, "", False)
-  share = f"{time.perf_counter() - t0:.1f} s" + (f" of a {budget.seconds / 2:g} s share" if budget.seconds else
-                                                 f" ({budget.describe()})")
+  share = f"{time.perf_counter() - t0:.1f} s" + (f" of a {max(deadline - t0, 0):.0f} s share"
+                                                 if deadline is not None else f" ({budget.describe()})")
   cut = "was stopped at the end of its share" if stopped else f"ended early{': ' + err if err else ''}"
   proven, done = None, 0
   for f, item in todo:

@@ -1,7 +1,7 @@
 """The audit of a finished workflow tree (a basedir): Snakemake's dry run, every artifact re-hashed against the
 provenance records and the shard checksum list, and the log checks of log_checks.py on every result log."""
 from __future__ import annotations
-import os, re, subprocess, sys
+import os, re, subprocess, sys, time
 from pathlib import Path
 
 
@@ -314,16 +314,19 @@ def audit_basedir(path: str | os.PathLike, *, ruleset: str = RULESET, strict: bo
                   workflow_dir: str | os.PathLike | None = None, workdir: str | os.PathLike | None = None,
                   configfiles: list[str] | None = None, config: list[str] | None = None,
                   dry_run: bool = True, resolved_config: dict | None = None, reexecute: bool = True,
-                  reexecute_seed: int | None = None, reexecute_budget: float | str | Budget | None = None) -> Audit:
+                  reexecute_seed: int | None = None, reexecute_budget: float | str | Budget | None = None,
+                  reexecute_parts: tuple[str, ...] | None = None) -> Audit:
   """Audit a finished workflow tree: Snakemake's dry run (what would run, and why), every shard against
   SHA256SUMS and its sidecar, every result log against its provenance record (and the record's config against
   the current one), and the log checks on every result log; a submission package under it is audited too.
 
   resolved_config: the config as Snakemake resolved it (from inside a workflow job); otherwise it is rebuilt from
   the workflow's config.yaml, `configfiles` and the `config` KEY=VALUE overrides. reexecute: rebuild a random
-  sample of shards and evaluate a random sample of eval batches on the final weights (audit/reexec.py), drawn with
-  `reexecute_seed` (None: drawn now) within `reexecute_budget` (seconds, a Budget, or its text: `300s`, a coverage
-  `20%`)."""
+  sample of shards and evaluate a random sample of eval batches on the final weights (audit/reexec.py), and train a
+  random sample of segments between the kept states again and check the logged times (audit/segments.py), drawn
+  with `reexecute_seed` (None: drawn now) within `reexecute_budget` (seconds, a Budget, or its text: `300s`, a
+  coverage `20%`); `reexecute_parts`: which of reexec.PARTS (None: all), a budget's seconds shared equally among
+  them."""
   from mlperf_bert.audit.provenance import git_state
   if reexecute_budget is not None and not isinstance(reexecute_budget, Budget):
     reexecute_budget = Budget.parse(reexecute_budget)  # a bad one stops the audit before any check
@@ -354,10 +357,20 @@ def audit_basedir(path: str | os.PathLike, *, ruleset: str = RULESET, strict: bo
   check_text(audit, base, hasher, now_cfg if now_cfg is not None else recorded_config(logs), wf)
   check_chain(audit, base, logs, hasher, recorded_preprocessing(logs, now_cfg))
   if reexecute:
-    from mlperf_bert.audit.reexec import DEFAULT_BUDGET_S, reexecute as redo
-    redo(audit, base, logs, recorded_preprocessing(logs, now_cfg), hasher, seed=reexecute_seed,
-         budget=DEFAULT_BUDGET_S if reexecute_budget is None else reexecute_budget,
-         eval_examples=recorded_eval_examples(logs, now_cfg))
+    from mlperf_bert.audit.reexec import DEFAULT_BUDGET_S, PARTS, draw_seed, reexecute as redo
+    from mlperf_bert.audit.segments import reexecute_segments
+    parts = tuple(p for p in PARTS if p in (reexecute_parts or PARTS))
+    seed = draw_seed() if reexecute_seed is None else int(reexecute_seed)
+    budget = reexecute_budget if reexecute_budget is not None else Budget(seconds=DEFAULT_BUDGET_S)
+    t0, share = time.perf_counter(), None if budget.seconds is None else budget.seconds / len(parts)
+    data = tuple(p for p in parts if p in ("shards", "evals"))
+    if data:
+      redo(audit, base, logs, recorded_preprocessing(logs, now_cfg), hasher, seed=seed,
+           budget=budget if share is None else Budget(seconds=share * len(data)),
+           eval_examples=recorded_eval_examples(logs, now_cfg), parts=data)
+    if "segments" in parts:
+      reexecute_segments(audit, base, logs, hasher, seed=seed, budget=budget,
+                         end=None if share is None else t0 + budget.seconds)
   else:
     audit.add("SKIP", "re-execution", str(base), "skipped (--no-reexecute): nothing was redone")
   check_result_logs(audit, base, logs, ruleset)

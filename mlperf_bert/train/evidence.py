@@ -4,7 +4,7 @@ of its last eval.
     batches = run_eval(trainer, eval_shard, s.eval, evals_done)       # [EvalBatch(correct, total, accuracy), ...]
     acc = eval_accuracy(batches, s.eval.metric)                        # the number the log's eval_accuracy says
     entry = save_final_weights(trainer, weights_path(log), meta)      # result_bert_<seed>.final.safetensors
-    reeval(record_path, indices, devices) -> [EvalBatch]              # the audit's side (in a process of its own)
+    reeval(record_path, indices, devices, rel_eps) -> [(i, EvalBatch, near ties)]  # the audit's side (own process)
 
 The eval runs each batch through the trainer's own jitted eval step (ModelTrainer.evaluate) and keeps, per batch,
 the three numbers it returns: correct and total (masked-LM weights; EVAL_METRIC pooled sums them) and tinygrad's
@@ -146,6 +146,23 @@ def open_devices(kind: str, n: int) -> tuple[str, ...]:
     return devices_for("CPU", 1)
 
 
+def near_ties(logits: np.ndarray, batch: dict[str, np.ndarray], row_mask: np.ndarray, rel_eps: float
+              ) -> list[float]:
+  """The predictions of a batch whose correctness another device could flip: the label's logit and the largest
+  other logit differ by at most `rel_eps` times the largest |logit| of the prediction (a device change moves each
+  logit by less than that: docs/audit.md, "the device band"). Returns [their masked-LM weight (as `correct` counts
+  them), their number among labels that are not 0 (as tinygrad's batch accuracy counts them), that accuracy's
+  denominator]."""
+  ids = batch["masked_lm_ids"].astype(np.int64)
+  lab = np.take_along_axis(logits, ids[..., None], -1)[..., 0]
+  others = logits.copy()
+  np.put_along_axis(others, ids[..., None], -np.inf, -1)
+  near = np.abs(lab - others.max(-1)) <= rel_eps * np.abs(logits).max(-1)
+  w = batch["masked_lm_weights"].astype(np.float64) * row_mask.reshape(-1, 1)
+  valid = ids != 0
+  return [float((w * near).sum()), float((near & valid).sum()), float(valid.sum())]
+
+
 def audit_settings(hparams: dict):
   """The settings a re-execution runs with: the run's (its record's hparams), its kernel search off (SEARCH_OFF)."""
   from mlperf_bert.train.settings import Settings
@@ -159,10 +176,12 @@ def audit_env(s) -> dict[str, str]:
 
 
 def reeval(record_file: str | os.PathLike, indices: list[int], devices: tuple[str, ...],
-           eval_set: str | os.PathLike | None = None) -> Iterator[tuple[int, EvalBatch]]:
+           eval_set: str | os.PathLike | None = None, rel_eps: float | None = None
+           ) -> Iterator[tuple[int, EvalBatch, list[float] | None]]:
   """Evaluate the batches `indices` (in that order) of a train record's last eval on its final weights with the
-  trainer's own eval step, on `eval_set` (the audited tree's own; default: the file the record names). Call in a
-  process that exported audit_env before importing tinygrad."""
+  trainer's own eval step, on `eval_set` (the audited tree's own; default: the file the record names), and with
+  `rel_eps` count each batch's near ties (near_ties; None: not counted). Call in a process that exported audit_env
+  before importing tinygrad."""
   from mlperf_bert.data.shards import Shard
   from mlperf_bert.train.record import read_record
   from mlperf_bert.train.trainer import ModelTrainer, model_config
@@ -179,22 +198,28 @@ def reeval(record_file: str | os.PathLike, indices: list[int], devices: tuple[st
               if i in want}  # one pass over the eval's batches; the sample's only are kept
     for i in indices:
       c, t, a = trainer.evaluate(*inputs[i])
-      yield i, EvalBatch(c.item(), t.item(), a.item())
+      ties = None if rel_eps is None else near_ties(trainer.mlm_logits(inputs[i][0]), *inputs[i], rel_eps)
+      yield i, EvalBatch(c.item(), t.item(), a.item()), ties
   finally:
     shard.close()
 
 
 def main(argv: list[str]) -> int:
-  """REQUEST.json {"record", "indices", "device", "devices", "eval_set"}: prints one JSON line with the devices used,
-  then one per batch as it is evaluated ({"index", "batch": [correct, total, accuracy]}), or {"error"} and exits 1."""
+  """REQUEST.json {"record", "indices", "device", "devices", "eval_set", "rel_eps", "searched"}: prints one JSON line
+  with the devices used, then one per batch as it is evaluated ({"index", "batch": [correct, total, accuracy],
+  "near": near_ties or None}), or {"error"} and exits 1. Near ties are counted (with rel_eps) where the counts may
+  differ from the run's: on other devices than the run's, or when the run searched its eval kernels ("searched")."""
   req = json.loads(Path(argv[0]).read_text())
   from mlperf_bert.train.record import read_record
   try:
     os.environ.update(audit_env(audit_settings(read_record(req["record"])["hparams"])))  # before tinygrad's import
     devices = open_devices(req["device"], int(req["devices"]))
     print(json.dumps({"device": devices[0].split(":")[0], "devices": len(devices)}), flush=True)
-    for i, b in reeval(req["record"], [int(i) for i in req["indices"]], devices, req.get("eval_set")):
-      print(json.dumps({"index": i, "batch": b.as_list()}), flush=True)
+    same = (devices[0].split(":")[0], len(devices)) == (req["device"], int(req["devices"]))
+    rel_eps = None if same and not req.get("searched") else req.get("rel_eps")  # else the counts must be equal
+    for i, b, ties in reeval(req["record"], [int(i) for i in req["indices"]], devices, req.get("eval_set"),
+                             None if rel_eps is None else float(rel_eps)):
+      print(json.dumps({"index": i, "batch": b.as_list(), "near": ties}), flush=True)
   except (UserError, KeyError, TypeError, ValueError) as e:
     print(json.dumps({"error": f"{type(e).__name__}: {e}" if not isinstance(e, UserError) else str(e)}), flush=True)
     return 1

@@ -9,7 +9,8 @@ sha256 of every shard and of the eval set as this process mapped them (the bytes
 if a file was replaced since), of the initial checkpoint and bert_config it loaded, and of the exact bytes of the
 result log it wrote, with the eval accuracies it measured; and, from this project's train process (not tinygrad's
 own trainer), the sha256 of the final weights it wrote and the counts of each batch of its last eval
-(train/evidence.py). No later job writes it: the provenance rule and the audit only read it (mlperf_bert/audit/chain.py checks text -> shard -> train record -> log).
+(train/evidence.py), and the states it kept at its evals (train/states.py: step, loader position, sha256 of each), with
+the machine it ran on (host, CPU model, cores: mlperf_bert/machine.py). No later job writes it: the provenance rule and the audit only read it (mlperf_bert/audit/chain.py checks text -> shard -> train record -> log).
 
 Paths are relative to the record's folder (a moved tree keeps its record valid); no absolute path is written.
 """
@@ -21,6 +22,7 @@ from typing import Any, Sequence
 from mlperf_bert.data.shards import Shard
 from mlperf_bert.errors import UserError
 from mlperf_bert.fileio import atomic_path, file_digest
+from mlperf_bert.machine import this_machine
 from mlperf_bert.train.hparams import rule_params
 from mlperf_bert.train.settings import Settings
 
@@ -50,9 +52,10 @@ def _file_entry(path: str | os.PathLike | None, folder: Path) -> dict[str, Any] 
 def build_train_record(log_bytes: bytes, log_path: Path, *, shards: Sequence[Shard], eval_shard: Shard,
                        init_weights, bert_config, settings: Settings, status: str,
                        accuracies: Sequence[tuple[int, float]], final_weights: dict | None = None,
-                       last_eval: dict | None = None) -> dict:
+                       last_eval: dict | None = None, kept_states: dict | None = None) -> dict:
   folder = record_path(log_path).parent
   evidence = {"final_weights": final_weights, "last_eval": last_eval} if final_weights else {}
+  if kept_states is not None: evidence["kept_states"] = kept_states
   return {"schema": SCHEMA,
           "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
           "seed": settings.seed, "status": status,
@@ -63,7 +66,7 @@ def build_train_record(log_bytes: bytes, log_path: Path, *, shards: Sequence[Sha
           "eval_set": _shard_entry(eval_shard, folder),
           "init_checkpoint": _file_entry(init_weights, folder),
           "bert_config": _file_entry(bert_config, folder),
-          "hparams": rule_params(settings), **evidence}
+          "hparams": rule_params(settings), "machine": {**this_machine(), "gpu_target": settings.dress_target}, **evidence}
 
 
 def publish_result(work_log: str | os.PathLike, log_path: str | os.PathLike, **what) -> dict:

@@ -34,9 +34,12 @@ def rng_state() -> dict[str, np.ndarray]:
           for d, c in Tensor._device_rng_counters.items()}
 
 
-def restore_rng(saved: dict[str, np.ndarray]):
+def restore_rng(saved: dict[str, np.ndarray], device: str | None = None):
+  """The RNG counters of rng_state back in place; `device`: restore a one-device run's counters to this device (the
+  audit re-executing on another device kind: tinygrad's device seeds follow the order devices are first used, not
+  their names, so the same draws follow)."""
   for k, v in saved.items():
-    name = k[len("rng/"):]
+    name = k[len("rng/"):] if device is None else device
     dev: Any = tuple(name.split("|")) if "|" in name else name
     if dev not in Tensor._device_rng_counters: Tensor._next_counter(dev, 0)
     c = Tensor._device_rng_counters[dev]
@@ -50,17 +53,39 @@ def list_checkpoints(ckpt_dir: str | os.PathLike) -> list[tuple[int, Path]]:
   return sorted((int(m.group(1)), p) for p in d.iterdir() if (m := CKPT_RE.match(p.name)))
 
 
+def state_arrays(trainer: ModelTrainer) -> dict[str, np.ndarray]:
+  """The whole training state as host arrays: the trainer's state tensors (model/..., optim/...) and rng/<device>."""
+  arrays = {k: np.ascontiguousarray(to_numpy(t)) for k, t in trainer.state_tensors().items()}
+  arrays.update(rng_state())
+  return arrays
+
+
+def write_state(trainer: ModelTrainer, path: Path, *, step: int, position: int, seed: int, fingerprint: str,
+                extra: dict[str, str] | None = None) -> Path:
+  """The training state after `step` steps (the loader at sample `position`) to `path`, atomically; `extra`: more
+  metadata."""
+  meta = {"step": str(step), "position": str(position), "seed": str(seed), "fingerprint": fingerprint,
+          "format": FORMAT, **(extra or {})}
+  with atomic_path(path) as tmp:
+    mode = tmp.stat().st_mode & 0o777
+    save_file(state_arrays(trainer), str(tmp), metadata=meta)
+    os.chmod(tmp, mode)  # safetensors writes a file of its own (0600); keep the target's usual permissions
+  return path
+
+
 def save_state(trainer: ModelTrainer, ckpt_dir: Path, *, step: int, position: int, seed: int, fingerprint: str,
                keep: int) -> Path:
   """Write the checkpoint of `step` (atomically) and remove all but the newest `keep`."""
-  arrays = {k: np.ascontiguousarray(to_numpy(t)) for k, t in trainer.state_tensors().items()}
-  arrays.update(rng_state())
-  meta = {"step": str(step), "position": str(position), "seed": str(seed), "fingerprint": fingerprint,
-          "format": FORMAT}
-  path = ckpt_dir / f"ckpt_{step:08d}.safetensors"
-  with atomic_path(path) as tmp: save_file(arrays, str(tmp), metadata=meta)
+  path = write_state(trainer, ckpt_dir / f"ckpt_{step:08d}.safetensors", step=step, position=position, seed=seed,
+                     fingerprint=fingerprint)
   for _, old in list_checkpoints(ckpt_dir)[:-keep]: old.unlink(missing_ok=True)
   return path
+
+
+def _open_state(path: Path):
+  try: return safe_open(str(path), framework="numpy")
+  except (SafetensorError, OSError) as e:
+    raise UserError(f"{path}: not a readable training state ({e}); delete it to start over") from None
 
 
 def find_resume(ckpt_dir: Path, fingerprint: str, say: Callable[[str], None]) -> tuple[Path, dict] | None:
@@ -78,10 +103,11 @@ def find_resume(ckpt_dir: Path, fingerprint: str, say: Callable[[str], None]) ->
   return found
 
 
-def load_state(trainer: ModelTrainer, path: Path):
-  """The training state and RNG counters of a checkpoint into `trainer` (UserError when it does not fit)."""
+def load_state(trainer: ModelTrainer, path: Path, rng_device: str | None = None):
+  """The training state and RNG counters of a checkpoint into `trainer` (UserError when it does not fit);
+  `rng_device`: see restore_rng."""
   targets = trainer.state_tensors()
-  with safe_open(str(path), framework="numpy") as f:
+  with _open_state(path) as f:
     keys = set(f.keys())
     missing = [k for k in targets if k not in keys]
     if missing: raise UserError(f"{path}: checkpoint lacks {missing[:3]}...; delete it to start over")
@@ -91,4 +117,4 @@ def load_state(trainer: ModelTrainer, path: Path):
         raise UserError(f"{path}: {k} has shape {arr.shape}, expected {t.shape}; delete the checkpoint to start over")
       src = Tensor(np.ascontiguousarray(arr)).cast(t.dtype)
       t.assign(src.to(t.device)).realize()
-    restore_rng({k: f.get_tensor(k) for k in keys if k.startswith("rng/")})
+    restore_rng({k: f.get_tensor(k) for k in keys if k.startswith("rng/")}, rng_device)

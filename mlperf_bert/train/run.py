@@ -23,7 +23,7 @@ The RUN phase is one loop (TrainRun._run_phase); its eval is train/evaluation.py
 mode train/benchmark.py's.
 """
 from __future__ import annotations
-import dataclasses, hashlib, json, math, time
+import dataclasses, hashlib, json, math, shutil, time
 from pathlib import Path
 from typing import Callable
 
@@ -45,6 +45,7 @@ from mlperf_bert.train.mllog import ResultLog
 from mlperf_bert.train.record import publish_result, record_path
 from mlperf_bert.train.resume import find_resume, list_checkpoints, load_state, save_state
 from mlperf_bert.train.settings import Settings
+from mlperf_bert.train.states import KeptStates, states_path
 from mlperf_bert.train.trainer import ModelTrainer, devices_for, fake_batch, model_config
 
 PHASES = ("all", "init", "run")
@@ -111,6 +112,7 @@ class TrainRun:
       raise UserError(f"{inputs.init_weights}: initial checkpoint not found; run the checkpoint conversion first")
     if inputs.init_weights is not None: check_weight_shapes(inputs.init_weights, self.cfg)  # before any compile
     self.last_eval: dict | None = None  # the last eval's batches (train/evidence.py), for the train record
+    self.kept = KeptStates(inputs.ckpt_dir / "states", s.checkpoint.evidence_freq)  # the state at each eval
     self.fingerprint = hashlib.sha256(json.dumps(
       {"hp": fingerprinted(s), "shards": [p.name for p in inputs.shards], "seq": self.seq, "pred": self.pred,
        "model": dataclasses.asdict(self.cfg),
@@ -201,11 +203,13 @@ class TrainRun:
       step, position = int(meta["step"]), int(meta["position"])
       self.say(f"resuming from {path} at step {step} (sample {position})")
       log.event("resume_from_checkpoint", None, step_num=step, samples_count=position)
+    self.kept.reset(step if plan.resume is not None else None, self.fingerprint)
     if not plan.kept: log.epoch_start(step * gbs)
     accs: list[tuple[int, float]] = []
     losses: list[float] = []
     times: list[float] = []
     start_step, prev_ckpt_step, status = step, step, None
+    cpu = (0.0, 0)  # CPU seconds of this process's train steps since the last kept state, and their number
     # PARALLEL: the v5.1 scripts run the RUN phase with PARALLEL=0 (the INIT phase keeps tinygrad's default)
     with Context(**({"PARALLEL": s.tinygrad.parallel} if s.tinygrad.parallel is not None else {})):
       bar = tqdm(total=train_steps, initial=step, disable=not self.progress, mininterval=5, unit="step")
@@ -215,7 +219,9 @@ class TrainRun:
         while step < train_steps:
           if stop_after is not None and step - start_step >= stop_after:
             status = "stopped"; break
+          c0 = time.process_time()
           t, (pos_fetched, data) = timed_step(trainer, data, loader, step, self.devices, self.say)
+          cpu = (cpu[0] + time.process_time() - c0, cpu[1] + 1)  # the kept state's CPU seconds (train/states.py)
           pos_after, pos_next = pos_next, pos_fetched  # the loader's position after this step's batch (a checkpoint's)
           step += 1
           times.append(t.total_s)
@@ -231,6 +237,10 @@ class TrainRun:
             self.say(f"eval at step {step}: masked-LM accuracy {acc:.6f} over {s.eval.logged_samples} samples, "
                      f"metric {s.eval.metric} ({secs:.1f} s)")
             accs.append((step, acc))
+            if self.kept.keep(trainer, eval_number=(step - 1) // s.eval.step_freq + 1,
+                              last=acc >= s.eval.target or step == train_steps, step=step, position=pos_after,
+                              seed=s.seed, fingerprint=self.fingerprint, cpu=cpu):  # evidence of the steps
+              cpu = (0.0, 0)
             if acc >= s.eval.target:
               self.say(f"target {s.eval.target} reached after {step * gbs} samples")
               log.epoch_stop(step * gbs)
@@ -273,12 +283,15 @@ class TrainRun:
     i = self.inputs
     weights = weights_path(i.log)  # written first: a log never stands without its record, nor a record without them
     final = save_final_weights(trainer, weights, record_path(i.log).parent) if self.last_eval else None
+    states = states_path(i.log)
     try:
+      kept = self.kept.publish(states, record_path(i.log).parent)
       publish_result(i.work_log, i.log, shards=self.shards, eval_shard=self.eval_shard, init_weights=i.init_weights,
                      bert_config=i.bert_config, settings=self.s, status=status, accuracies=accs,
-                     final_weights=final, last_eval=self.last_eval)
+                     final_weights=final, last_eval=self.last_eval, kept_states=kept)
     except BaseException:
       weights.unlink(missing_ok=True)
+      shutil.rmtree(states, ignore_errors=True)
       raise
     i.work_log.unlink()
     for _, p in list_checkpoints(i.ckpt_dir): p.unlink()

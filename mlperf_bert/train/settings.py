@@ -77,6 +77,7 @@ class CheckpointSettings:
   enabled: bool = _key("CKPT")
   save_freq: int = _key("SAVE_CKPT_FREQ")
   keep: int = _key("KEEP_CKPT_AMOUNT")
+  evidence_freq: int = _key("EVIDENCE_STATE_FREQ")  # the kept states: every N-th eval and the last (train/states.py)
 
 
 @dataclass(frozen=True)

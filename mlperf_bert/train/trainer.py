@@ -125,6 +125,15 @@ class ModelTrainer:
     if record is not None: self.plans["eval"] = record
     return out
 
+  def mlm_logits(self, b: dict[str, np.ndarray]) -> np.ndarray:
+    """The masked-LM logits (B, P, vocab) of a batch as float32 host memory, from the model's forward pass as the eval
+    step computes it (the audit counts near-tied predictions on them: train/evidence.py)."""
+    with Context(TRAINING=0, **self.eval_ctx):
+      ts = [Tensor(b[k]) for k in FEATURES[:4]]
+      self._place(*ts)
+      mlm = self.model.forward(*ts)[0]
+      return (mlm.to(mlm.device[0]) if isinstance(mlm.device, tuple) else mlm).numpy()
+
   # ---- state for checkpoints ----
   def state_tensors(self) -> dict[str, Tensor]:
     st = {f"model/{k}": v for k, v in self.model.state_dict().items()}

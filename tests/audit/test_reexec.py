@@ -1,5 +1,5 @@
 """audit/reexec.py, the cheap parts: the sample's order repeats with its seed and covers every item; the batch
-comparison (bit-exact, or within the band across devices); a shard rebuilt from its text passes, a well-formed shard
+comparison (bit-exact, or within the batch's near ties across devices) and the near-tie count itself; a shard rebuilt from its text passes, a well-formed shard
 whose header claims a text it was not built from fails; a record whose batches do not give the log's accuracy fails
 before anything is evaluated; a record without final weights is "not re-executable", never PASS.
 (The whole re-execution, eval included, runs on the demo tree: tests/workflow/test_end_to_end.py.)"""
@@ -11,8 +11,8 @@ from tiny_shards import TINY_PRE, topic_tree
 from conftest import FIXTURES
 
 from mlperf_bert.audit.provenance import hashes
-from mlperf_bert.audit.reexec import BAND, Budget, batches_agree, catch_chance, draw_order, draw_seed, rebuild_shard, \
-  reexecute_data, reexecute_eval
+from mlperf_bert.audit.reexec import REL_EPS, Budget, allowed, batches_agree, catch_chance, draw_order, draw_seed, \
+  rebuild_shard, reexecute_data, reexecute_eval, whole_eval_band
 from mlperf_bert.audit.rows import Audit
 from mlperf_bert.data.instances import make_instances, write_instances
 from mlperf_bert.data.corpus import preprocessing_settings
@@ -33,15 +33,46 @@ def test_draw_order_is_a_permutation_repeated_by_its_seed():
                                        "probability 62.5%")
 
 
-def test_batch_comparison_exact_and_within_the_band():
+def test_batch_comparison_exact_and_within_the_near_ties():
   rec = [30.0, 100.0, 0.3]
-  assert batches_agree(rec, [30.0, 100.0, 0.3], exact=True) == ""
-  assert "on the weights, the record says 31/100" in batches_agree([31.0, 100.0, 0.31], rec, exact=True)
-  assert batches_agree(rec, [30.0, 100.0, 0.30000001], exact=True)          # bit-exact means bit-exact
-  assert batches_agree(rec, [31.0, 100.0, 0.31], exact=False) == ""          # another device: a flipped tie
-  assert batches_agree(rec, [30.0 + 100 * BAND + 1, 100.0, 0.33], exact=False)
-  assert batches_agree(rec, [30.0, 99.0, 0.3], exact=False)                  # totals never move
-  assert batches_agree([72.0, 100.0, 0.72], [5.0, 100.0, 0.05], exact=False)  # a forged accuracy
+  assert batches_agree(rec, [30.0, 100.0, 0.3], None) == ""
+  assert "on the weights, the record says 31/100" in batches_agree([31.0, 100.0, 0.31], rec, None)
+  assert batches_agree(rec, [30.0, 100.0, 0.30000001], None)                 # bit-exact means bit-exact
+  # another device: a batch may move by its near ties (weight 1 each here; 2 of its 100 labels are near ties)
+  assert batches_agree(rec, [31.0, 100.0, 0.31], [1.0, 1.0, 100.0]) == ""    # one near tie flipped
+  assert batches_agree(rec, [32.0, 100.0, 0.32], [2.0, 2.0, 100.0]) == ""
+  why = batches_agree(rec, [32.0, 100.0, 0.32], [1.0, 1.0, 100.0])          # two moved, one could
+  assert "1 near-tied prediction(s) could flip on another device, so at most 1 correct may differ" in why
+  assert batches_agree(rec, [31.0, 100.0, 0.31], [0.0, 0.0, 100.0])           # no near tie: nothing may move
+  assert batches_agree(rec, [30.0, 99.0, 0.3], [5.0, 5.0, 100.0])             # totals never move
+  assert batches_agree([32.0, 100.0, 0.32], [30.0, 100.0, 0.30], [0.0, 0.0, 100.0])  # 2 % more correct: no band
+  assert allowed(None) == (0.0, 0.0) and allowed([3.0, 2.0, 50.0]) == (3.0, 0.04 + 1e-6)
+  assert whole_eval_band([(2.0, 0.02), (0.0, 1e-6)], [100.0, 100.0], "pooled") == pytest.approx(0.01 + 1e-6)
+  assert whole_eval_band([(2.0, 0.02), (0.0, 0.0)], [100.0, 100.0], "tinygrad") == pytest.approx(0.01)
+  assert REL_EPS["float32"] < REL_EPS["half"] < REL_EPS["bfloat16"]
+
+
+def test_near_ties_count_only_predictions_whose_correctness_can_flip():
+  """near_ties (train/evidence.py): a prediction counts when its label's logit and the best other logit lie within
+  rel_eps of its largest |logit|, whether it is right (a close runner-up) or wrong (a close label); two wrong tokens
+  that nearly tie do not count; the masked-LM weights and padding rows weigh them as `correct` does, tinygrad's
+  accuracy counts the labels that are not 0."""
+  import numpy as np
+  from mlperf_bert.train.evidence import near_ties
+  logits = np.zeros((2, 3, 5), np.float32)
+  logits[0, 0, 1:3] = [10.0, 9.99]          # label 1 right, the runner-up 1e-3 of 10 behind: near
+  logits[0, 1, 1:3] = [10.0, 5.0]           # label 1 right by far
+  logits[0, 2, 1:3] = [9.995, 10.0]         # label 1 wrong, 5e-4 of 10 short: near
+  logits[1, 0, 1:4] = [1.0, 10.0, 9.999]    # label 1 wrong by far; two other tokens nearly tie: not near
+  logits[1, 1, 1:3] = [10.0, 10.0]          # an exact tie: near
+  logits[1, 2, 1:3] = [10.0, 9.999]         # near, with masked-LM weight 0 and label 0 (a padded prediction)
+  ids = np.array([[1, 1, 1], [1, 1, 0]])
+  logits[1, 2] = np.roll(logits[1, 2], -1)  # its margins as label 0 sees them
+  batch = {"masked_lm_ids": ids, "masked_lm_weights": np.array([[1, 1, 1], [1, 1, 0.]])}
+  ones = np.ones(2, np.float32)
+  assert near_ties(logits, batch, ones, rel_eps=2e-3) == [3.0, 3.0, 5.0]
+  assert near_ties(logits, batch, np.array([1, 0], np.float32), rel_eps=2e-3) == [2.0, 3.0, 5.0]  # row 1 padding
+  assert near_ties(logits, batch, ones, rel_eps=1e-5) == [1.0, 1.0, 5.0]  # only the exact tie
 
 
 @pytest.fixture(scope="module")

@@ -37,7 +37,8 @@ def test_the_flat_edge_round_trips(name):
 
 def test_what_changes_the_numbers_is_the_schema_s_annotation():
   assert NOT_FINGERPRINTED == {k for k, p in PROPS.items() if p.get("x-fingerprint") is False}
-  assert NOT_FINGERPRINTED == {"CKPT", "KEEP_CKPT_AMOUNT", "SAVE_CKPT_FREQ", "INIT_PROCESS", "CPU_THREADS"}
+  assert NOT_FINGERPRINTED == {"CKPT", "KEEP_CKPT_AMOUNT", "SAVE_CKPT_FREQ", "EVIDENCE_STATE_FREQ", "INIT_PROCESS",
+                               "CPU_THREADS"}
   a, b = resolve({}, {"CKPT": True}), resolve({}, {"CKPT": False, "INIT_PROCESS": "same"})
   assert fingerprinted(a) == fingerprinted(b) and rule_params(a) != rule_params(b)
   assert fingerprinted(resolve({}, {"TARGET": 0.5})) != fingerprinted(a)

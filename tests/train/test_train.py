@@ -326,5 +326,5 @@ def test_final_weights_and_last_eval_batches_re_execute_bit_exact(data, tmp_path
   assert ev["step"] == 4 and ev["evals_done"] == 1 and ev["metric"] == metric and ev["device"] == "CPU"
   assert len(ev["batches"]) == 3  # ceil(20 / 8)
   assert eval_accuracy([EvalBatch(*b) for b in ev["batches"]], metric) == res.accuracies[-1][1]
-  got = dict(reeval(record_path(res.log_path), [2, 0], devices_for("CPU", 1)))
+  got = {i: b for i, b, _ in reeval(record_path(res.log_path), [2, 0], devices_for("CPU", 1))}
   assert [got[0].as_list(), got[2].as_list()] == [ev["batches"][0], ev["batches"][2]]

@@ -1,0 +1,275 @@
+"""Evidence of the steps and of the time: the audit re-executes a random sample of a run's training segments and
+checks each segment's logged time against what its machine can physically do.
+
+The train process keeps the training state after its evals (train/states.py: `result_bert_<seed>.states/`, each
+state's step, loader position and sha256 in the train record). Without re-executing anything the audit checks that
+each kept state is the file the train process wrote, that the kept steps are those EVIDENCE_STATE_FREQ keeps of the
+log's evals (every N-th and the last), and that the final weights are the last state's. Then segments drawn at random
+(from the run's initial state, the seeded init or the converted checkpoint, to the first kept state, or from one
+kept state to the next) are trained again with the trainer's own code (train/segment.py, a process of its own), and
+the state reached is compared with the kept one:
+  - on the run's device kind and count: bit-exact (every weight, the LAMB state, the schedule step, the RNG counters
+    and the loader position); a segment of a multi-device run that starts after an eval: its weights within
+    MULTI_DEVICE_BAND (there the eval step's capture changes the next train steps' rounding);
+  - another device kind, the same count, or a run that searched its train kernels (BEAM > 0; the re-execution runs
+    tinygrad's default kernels, BEAM 0, as the eval's does): the weights within SEGMENT_BAND (L2 distance relative
+    to the weights);
+  - another device count: not redone (tinygrad draws dropout per device: another count trains another trajectory).
+A state "at step k" that is not what k - j steps from the state at step j give (an eval dropped and the next one
+relabelled, fewer steps claimed) then FAILs.
+
+Time. Each segment's logged time (run_start, or the eval_stop of its first step, to the eval_start of its last) must
+be at least its floor:
+  - the roofline: its steps' matmul FLOPs (train/dress_report.py step_flops) at the published peak of the GPU card
+    the platform names (DRESS_TARGET, recorded in the train record), on every machine;
+  - on CPU devices: the steps' CPU seconds over the run machine's cores (a machine cannot give its processes more
+    CPU seconds a second than it has cores, whatever else runs on it; runs of one tree logged at the same time on
+    one host share them, so every window of their logged times must hold all the segments inside it). The CPU
+    seconds are those the train process recorded for the steps before each kept state; when this machine is of the
+    run's kind (the same CPU model, flags and cores: the train record names its machine), the steps re-executed
+    here give the least a step takes, and a record claiming fewer (over TIME_BAND) FAILs (audit/times.py).
+What is not checked is said in the rows: another machine's step time is taken on trust above the roofline.
+
+    reexecute_segments(audit, base, logs, hasher, seed=..., budget=Budget(...), end=None)
+"""
+from __future__ import annotations
+import dataclasses, json, time
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from mlperf_bert.audit.bounded import Budget
+from mlperf_bert.audit.reexec import CHECK, NOT_REEXECUTABLE, RETRAIN, catch_chance, draw_order, run_module, \
+  train_search
+from mlperf_bert.audit.rows import Audit
+from mlperf_bert.errors import UserError
+from mlperf_bert.machine import same_kind, this_machine
+
+SEGMENT_BAND = 1e-3   # another device kind: |weights - kept| / |kept| (measured drift: docs/audit.md)
+# several devices, after an eval: the run's next steps are not bit-reproducible there (measured: the green rehearsal,
+# 2 CPU devices, half, steps 8-12: the weights 1.2e-3 apart, a 4-step segment moves them 1.3e-2; docs/audit.md)
+MULTI_DEVICE_BAND = 5e-3
+WARMUP_STEPS = 2      # a process's first steps compile and capture the jitted step: not timed
+TRUST = "steps and time taken on trust"
+
+
+@dataclasses.dataclass
+class Segment:
+  log: Path
+  rel: str                             # the log, relative to the basedir
+  record: Path
+  start: int                           # 0: the run's initial state
+  end: int
+  claimed: tuple[float, float] | None  # the log's times (ms) of its first and last step
+  machine: dict
+  hparams: dict
+  cpu_recorded: float | None = None    # CPU seconds a step, as the train process measured them (its record)
+  cpu_step: float | None = None        # the least CPU seconds a step took, re-executed here
+
+  @property
+  def steps(self) -> int: return self.end - self.start
+
+  @property
+  def shape(self) -> str:
+    """What a step costs depends on: the settings but the seed."""
+    return json.dumps({k: v for k, v in self.hparams.items() if k != "SEED"}, sort_keys=True, default=str)
+
+
+# ------------------------------------------------------------------------------------------------ the plan
+def logged_times(log: Path) -> tuple[float | None, dict[int, tuple[float, float]]]:
+  """(run_start ms, {step: (eval_start ms, eval_stop ms)}) of a result log (its evals' step_num metadata)."""
+  from mlperf_bert.audit.logs import read_log
+  lg = read_log(log)
+  evals: dict[int, list[float]] = {}
+  for e in lg.events:
+    step = e.metadata.get("step_num") if isinstance(e.metadata, dict) else None
+    if e.key in ("eval_start", "eval_stop") and isinstance(step, int):
+      evals.setdefault(step, [float("nan"), float("nan")])[e.key == "eval_stop"] = float(e.time_ms)
+  return lg.run_start_ms, {k: (v[0], v[1]) for k, v in evals.items()}
+
+
+def kept_wanted(eval_steps: list[int], every: int) -> list[int]:
+  """The steps whose state EVIDENCE_STATE_FREQ `every` keeps, of a run whose evals were at `eval_steps`."""
+  if every <= 0 or not eval_steps: return []
+  return [s for i, s in enumerate(eval_steps) if (i + 1) % every == 0 or i == len(eval_steps) - 1]
+
+
+def final_is_last_state(weights: Path, state: Path) -> str:
+  """'' when the final weights are the model part of the last kept state (each tensor, as float32), else why not."""
+  from safetensors import SafetensorError, safe_open
+  try:
+    with safe_open(str(weights), framework="numpy") as w, safe_open(str(state), framework="numpy") as s:
+      names = set(s.keys())
+      for k in w.keys():
+        if f"model/{k}" not in names: return f"{k} is not in the state"
+        if not np.array_equal(w.get_tensor(k).astype(np.float32), s.get_tensor(f"model/{k}").astype(np.float32)):
+          return f"{k} differs"
+  except (SafetensorError, OSError) as e:
+    return f"not readable ({e})"
+  return ""
+
+
+def plan_log(audit: Audit, base: Path, log: Path, hasher: Callable) -> list[Segment]:
+  """The segments of one log's kept states, after the checks that need no re-execution (rows for what fails)."""
+  from mlperf_bert.train.record import read_record, record_path
+  rel, rp = str(log.relative_to(base)), record_path(log)
+  try: rec = read_record(rp)
+  except UserError as e:
+    audit.add("WARN", CHECK, rel, f"{NOT_REEXECUTABLE}: {e}"); return []
+  kept = rec.get("kept_states")
+  if not isinstance(kept, dict) or not isinstance(kept.get("states"), list):
+    audit.add("WARN", CHECK, rel, f"{NOT_REEXECUTABLE}: the train record keeps no training states (a tree of an older "
+              f"version, or of tinygrad's own trainer): {TRUST}; {RETRAIN} to keep them"); return []
+  every = int(kept.get("every") or 0)
+  if every <= 0:
+    audit.add("WARN", CHECK, rel, f"no training states kept (EVIDENCE_STATE_FREQ 0): {TRUST}"); return []
+  folder = rp.parent / str(kept.get("path"))
+  try:
+    states = {int(e["step"]): e for e in kept["states"]}
+  except (KeyError, TypeError, ValueError):
+    audit.add("FAIL", CHECK, rel, f"{rp.name}: kept_states is not a list of states with steps; {RETRAIN}"); return []
+  if not folder.resolve().is_relative_to(base.resolve()) or \
+     any(Path(str(e.get("file"))).name != str(e.get("file")) for e in states.values()):
+    audit.add("FAIL", CHECK, rel, f"{rp.name}: its kept states are named outside the tree ({kept.get('path')}); not "
+              f"read; {RETRAIN}"); return []
+  for step, e in sorted(states.items()):
+    f = folder / str(e.get("file"))
+    if not f.is_file():
+      audit.add("FAIL", CHECK, rel, f"the kept state of step {step} ({f.relative_to(base)}) is missing; {RETRAIN}")
+      return []
+    if hasher(f)["sha256"] != e.get("sha256"):
+      audit.add("FAIL", CHECK, rel, f"{f.relative_to(base)}: sha256 is not the one the train process wrote "
+                f"({rp.name}); {RETRAIN}"); return []
+  run_start, evals = logged_times(log)
+  want = kept_wanted(sorted(evals), every)
+  if sorted(states) != want:
+    audit.add("FAIL", CHECK, rel, f"the log's evals at steps {sorted(evals)} keep the states of steps {want} "
+              f"(EVIDENCE_STATE_FREQ {every}), {rp.name} has {sorted(states)}: an eval or a state was dropped or "
+              f"added; {RETRAIN}"); return []
+  if not want: return []
+  weights = rp.parent / str((rec.get("final_weights") or {}).get("path"))
+  why = final_is_last_state(weights, folder / str(states[want[-1]]["file"])) if weights.is_file() else "missing"
+  if why:
+    audit.add("FAIL", CHECK, rel, f"the final weights {weights.name} are not the kept state of step {want[-1]}, the "
+              f"last eval's: {why}; {RETRAIN}"); return []
+  machine = rec.get("machine") if isinstance(rec.get("machine"), dict) else {}
+  hp = rec.get("hparams") if isinstance(rec.get("hparams"), dict) else {}
+  out, prev = [], 0
+  for step in want:
+    t0 = run_start if prev == 0 else evals[prev][1]
+    t1 = evals[step][0]
+    ok = t0 is not None and np.isfinite(t0) and np.isfinite(t1)
+    e = states[step]
+    try: rec_cpu = float(e["cpu_s"]) / int(e["cpu_steps"]) if int(e.get("cpu_steps") or 0) > 0 else None
+    except (KeyError, TypeError, ValueError): rec_cpu = None
+    out.append(Segment(log, rel, rp, prev, step, (t0, t1) if ok else None, machine, hp,
+                       rec_cpu if rec_cpu is not None and np.isfinite(rec_cpu) else None))
+    prev = step
+  return out
+
+
+# ------------------------------------------------------------------------------------------------ re-execution
+def redo_segment(seg: Segment, deadline: float | None) -> tuple[dict, list[dict], dict | None, str, bool]:
+  """Train the segment again (train/segment.py), its process group stopped at `deadline`: (devices line, step lines,
+  comparison or None, error, stopped)."""
+  lines, tail, stopped = run_module("mlperf_bert.train.segment",
+                                    {"record": str(seg.record.resolve()), "from": seg.start, "to": seg.end,
+                                     "device": str(seg.hparams.get("DEV", "CPU")).split(":")[0],
+                                     "devices": int(seg.hparams.get("GPUS", 1))}, deadline)
+  devs = next((l for l in lines if "device" in l), {})
+  steps = [l for l in lines if "step" in l]
+  cmp = next((l["compare"] for l in lines if "compare" in l), None)
+  err = next((l["error"] for l in lines if "error" in l), "")
+  if not stopped and not err and cmp is None and (not devs or devs.get("devices") == int(seg.hparams.get("GPUS", 1))):
+    err = tail or "the process printed no comparison"
+  return devs, steps, cmp, err, stopped
+
+
+def judge(seg: Segment, devs: dict, cmp: dict) -> tuple[str, str]:
+  """(status, what was seen) of a re-executed segment's comparison."""
+  run_kind = str(seg.hparams.get("DEV", "CPU")).split(":")[0]
+  beam = train_search(seg.hparams)  # the re-execution runs tinygrad's default kernels (BEAM 0): other sums' order
+  exact = devs.get("device") == run_kind and not beam
+  moved = cmp["position"] != cmp["want_position"]
+  if moved:
+    return "FAIL", (f"the training stream after step {seg.end} is at sample {cmp['position']}, the kept state says "
+                    f"{cmp['want_position']}")
+  if cmp.get("n_missing"):
+    return "FAIL", f"the kept state of step {seg.end} lacks {cmp['missing']}"
+  if exact:
+    if cmp["differ"] == 0: return "PASS", "bit-exact"
+    d, n = cmp["weights_rel_l2"], int(seg.hparams.get("GPUS", 1))
+    if n > 1 and seg.start > 0 and d <= MULTI_DEVICE_BAND:
+      return "PASS", (f"the weights within {d:.2g} of the kept state's (band {MULTI_DEVICE_BAND:g}: on {n} devices the "
+                      "steps after an eval are not bit-reproducible)")
+    w = cmp["worst"]
+    return "FAIL", (f"{cmp['differ']} of {cmp['tensors']} tensors differ from the kept state of step {seg.end} (the "
+                    f"most: {w['name']}, by {w.get('rel', float('inf')):.3g} of its largest value); the weights are "
+                    f"{cmp['weights_rel_l2']:.3g} of their size apart")
+  d = cmp["weights_rel_l2"]
+  if d <= SEGMENT_BAND: return "PASS", f"the weights within {d:.2g} of the kept state's (band {SEGMENT_BAND:g})"
+  return "FAIL", (f"the weights are {d:.3g} of their size away from the kept state of step {seg.end}, more than the "
+                  f"{SEGMENT_BAND:g} the rounding of another device kind or of unsearched kernels moves them")
+
+
+def steady_cpu(steps: list[dict]) -> float | None:
+  """The least CPU seconds a step took, of those after the process's first WARMUP_STEPS (the least is the steadiest
+  under load: docs/audit.md)."""
+  cpu = [float(l["cpu_s"]) for l in steps[WARMUP_STEPS:] if isinstance(l.get("cpu_s"), (int, float))]
+  return min(cpu) if cpu else None
+
+
+def reexecute_segments(audit: Audit, base: Path, logs: list[Path], hasher: Callable, *, seed: int, budget: Budget,
+                       end: float | None) -> None:
+  """The segment and time rows of a workflow tree (see the module doc): the checks without re-execution on every
+  log, then its segments in an order drawn from `seed`: a share `budget.coverage` of them, or as many as fit in the
+  log's share of the time left until `end` (each process stopped with its group at the end of it)."""
+  here = this_machine()
+  plans = {log: plan_log(audit, base, log, hasher) for log in logs}
+  todo = [log for log in logs if plans[log]]
+  for i, log in enumerate(todo):
+    segs, st = plans[log], time.perf_counter()
+    share_end = None if end is None else st + max(end - st, 0.0) / (len(todo) - i)
+    done, bad, stopped = [], None, False
+    for j in draw_order(len(segs), seed, f"segments:{log.name}")[:budget.count(len(segs))]:
+      if share_end is not None and time.perf_counter() >= share_end:
+        stopped = True; break
+      seg = segs[j]
+      devs, steps, cmp, err, stopped = redo_segment(seg, share_end)
+      if stopped: break
+      if err:
+        audit.add("FAIL", CHECK, seg.rel, f"training steps {seg.start}-{seg.end} again failed: {err}"); bad = True
+        break
+      if cmp is None:
+        audit.add("WARN", CHECK, seg.rel, f"{NOT_REEXECUTABLE} here: the run trained on {seg.hparams.get('GPUS')} "
+                  f"{seg.hparams.get('DEV')} device(s), this machine has {devs.get('devices')} "
+                  f"{devs.get('device')}: another device count draws other dropout masks and trains another "
+                  f"trajectory; {TRUST}"); bad = True
+        break
+      status, seen = judge(seg, devs, cmp)
+      if status != "PASS":
+        audit.add(status, CHECK, seg.rel, f"steps {seg.start}-{seg.end} trained again from the "
+                  f"{'initial state' if seg.start == 0 else f'kept state of step {seg.start}'} (seed {seed}) on "
+                  f"{devs.get('devices')} {devs.get('device')} device(s): {seen}: the kept state of step {seg.end} "
+                  f"is not what {seg.steps} steps give; {RETRAIN}"); bad = True
+        break
+      seg.cpu_step = steady_cpu(steps) if devs.get("device") == "CPU" and same_kind(here, devs.get("machine")) else None
+      done.append((seg, seen))
+    if bad: continue
+    secs = time.perf_counter() - st
+    share = f"{secs:.1f} s" + (f" of a {share_end - st:.0f} s share" if share_end is not None else
+                               f" ({budget.describe()})")
+    rel = log.relative_to(base).as_posix()
+    if not done:
+      audit.add("WARN", CHECK, rel, f"not redone: none of the {len(segs)} training segments: the process was stopped "
+                f"with its group at the end of its share ({share}) before it finished one; {TRUST}; give a larger "
+                "--reexecute-budget (a segment takes a process start, a compile and its steps)")
+      continue
+    cut = (f"; not redone: {len(segs) - len(done)} segment(s), the process was stopped at the end of its share"
+           if stopped else "")
+    audit.add("PASS", CHECK, rel, f"{len(done)} of {len(segs)} training segments (drawn with seed {seed}; steps "
+              f"{', '.join(f'{s.start}-{s.end}' for s, _ in done)}) trained again from the kept states with the "
+              f"trainer's own step: {done[0][1]}; {share}; {catch_chance(len(done), len(segs))}{cut}")
+  from mlperf_bert.audit.times import check_times
+  check_times(audit, base, [s for log in logs for s in plans[log]], here)

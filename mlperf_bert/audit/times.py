@@ -1,0 +1,138 @@
+"""The time rows of the segment evidence (audit/segments.py): each segment's logged time against what its machine can
+physically do.
+
+    check_times(audit, base, segments, this_machine())
+
+Floors of a segment of n steps (its logged time: run_start, or the eval_stop of the kept state it starts from, to the
+eval_start of its last step):
+  - roofline: n x a step's matmul FLOPs (train/dress_report.py step_flops, of the record's model, batch, sequence and
+    predictions) at the devices' published dense fp16 peak (the card of the GPU target the train record names);
+  - CPU devices: the CPU seconds of its steps over the run machine's cores. They are what the train process recorded
+    for the steps before each kept state; on a machine of the run's kind they are checked against the least CPU
+    seconds a step took re-executed here (over TIME_BAND: a record claiming fewer FAILs). Runs of one tree logged on
+    one host share its cores: every window [a segment's start, a segment's end] of their logged times must last at
+    least the CPU seconds of the segments inside it over the cores.
+A window shorter than its floor FAILs (the log trains faster than its hardware can: it is not a run's); the rows say
+what was taken on trust where no floor applies or the recorded CPU seconds could not be checked.
+"""
+from __future__ import annotations
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+
+from mlperf_bert.audit.reexec import RETRAIN
+from mlperf_bert.audit.rows import Audit
+from mlperf_bert.machine import describe, same_kind
+
+TIME = "time"
+TIME_BAND = 1.25  # the least CPU seconds of a step re-executed here over the run's, at most (measured: docs/audit.md)
+
+
+def roofline_step_s(seg) -> tuple[float, str] | None:
+  """(seconds, card name) of one train step at the card's peak, or None (no known card, no model on record)."""
+  from mlperf_bert.data.shards import Shard
+  from mlperf_bert.errors import UserError
+  from mlperf_bert.train.dress_report import CARDS, step_flops
+  card = CARDS.get(str(seg.machine.get("gpu_target")))
+  if card is None: return None
+  hp = seg.hparams
+  try:
+    rec = json.loads(seg.record.read_text())
+    cfg = json.loads((seg.record.parent / rec["bert_config"]["path"]).read_text())
+    with Shard(seg.record.parent / rec["eval_set"]["path"], check=False) as sh:
+      seq, pred = sh.max_seq_length, sh.max_predictions_per_seq
+    m = SimpleNamespace(hidden_size=int(hp.get("BERT_HIDDEN_SIZE") or cfg["hidden_size"]),
+                        intermediate_size=int(hp.get("BERT_INTERMEDIATE_SIZE") or cfg["intermediate_size"]),
+                        num_hidden_layers=int(hp.get("BERT_LAYERS") or cfg["num_hidden_layers"]),
+                        vocab_size=int(cfg["vocab_size"]))
+    flops = step_flops(m, int(hp["BS"]), seq, pred)
+  except (OSError, KeyError, TypeError, ValueError, UserError):
+    return None
+  return flops / (int(hp.get("GPUS", 1)) * card.tflops * 1e12), card.name
+
+
+def windows(items: list[tuple[float, float, float, object]]) -> list[tuple[float, float, float, list]]:
+  """Every window [an item's start, an item's end] with the items inside it: (start ms, end ms, floor s, items)."""
+  out = []
+  for a in sorted({i[0] for i in items}):
+    for b in sorted({i[1] for i in items}):
+      if b <= a: continue
+      inside = [i for i in items if i[0] >= a and i[1] <= b]
+      if inside: out.append((a, b, sum(i[2] for i in inside), inside))
+  return out
+
+
+def _steps(segs) -> str:
+  return ", ".join(f"{Path(s.rel).name} steps {s.start}-{s.end}" for s in segs)
+
+
+def cpu_floors(audit: Audit, segments: list, here: dict, fails: dict[str, str]) -> dict[int, float]:
+  """{id(segment): the least CPU seconds its steps took} of the segments on CPU devices: what the train process
+  recorded, checked (on a machine of the run's kind) against the least a step took re-executed here over TIME_BAND;
+  a record claiming fewer FAILs (into `fails`)."""
+  least: dict[str, float] = {}
+  for s in segments:
+    if s.cpu_step: least[s.shape] = min(least.get(s.shape, s.cpu_step), s.cpu_step)
+  out = {}
+  for s in segments:
+    if str(s.hparams.get("DEV", "")).split(":")[0] != "CPU": continue
+    here_step = least.get(s.shape) if same_kind(here, s.machine) else None
+    need = s.steps * here_step / TIME_BAND if here_step else 0.0
+    got = s.steps * s.cpu_recorded if s.cpu_recorded is not None else None
+    if got is not None and got < need:
+      fails.setdefault(s.rel, f"steps {s.start}-{s.end}: the train record says they took {got:.1f} CPU s "
+                       f"({s.cpu_recorded:.3f} a step); re-executed on this machine, of the run's kind, a step takes "
+                       f"at least {here_step:.3f} CPU s, so {s.steps} steps no less than {need:.1f} (over TIME_BAND "
+                       f"{TIME_BAND:g})")
+    if max(got or 0.0, need) > 0: out[id(s)] = max(got or 0.0, need)
+  return out
+
+
+def check_times(audit: Audit, base: Path, segments: list, here: dict) -> None:
+  """The time rows, one per log (see the module doc)."""
+  by_log: dict[str, list] = {}
+  for s in segments: by_log.setdefault(s.rel, []).append(s)
+  worst: dict[str, tuple[float, str]] = {}   # log -> (logged / floor, what) of the tightest window it is in
+  fails: dict[str, str] = {}
+
+  def seen(rels, have: float, floor: float, what: str):
+    for rel in rels:
+      if have < floor: fails.setdefault(rel, what)
+      elif rel not in worst or have / floor < worst[rel][0]: worst[rel] = (have / floor, what)
+
+  for s in segments:  # the roofline, each segment alone
+    roof = roofline_step_s(s)
+    if roof is None or s.claimed is None: continue
+    have, floor = (s.claimed[1] - s.claimed[0]) / 1000, s.steps * roof[0]
+    seen([s.rel], have, floor, f"steps {s.start}-{s.end} logged in {have:.1f} s; at {roof[1]}'s published peak "
+         f"({s.hparams.get('GPUS')} of them) those {s.steps} steps' matmuls alone take {floor:.1f} s (the roofline)")
+  cpu = cpu_floors(audit, segments, here, fails)
+  hosts: dict[str, list] = {}
+  for s in segments:
+    if s.claimed and id(s) in cpu:
+      hosts.setdefault(f"{s.machine.get('host')}|{s.machine.get('cpu')}|{s.machine.get('cores')}", []).append(s)
+  for segs in hosts.values():  # the cores of one host, shared by the runs logged at the same time on it
+    cores = int(segs[0].machine.get("cores") or 1)
+    for a, b, floor, inside in windows([(s.claimed[0], s.claimed[1], cpu[id(s)] / cores, s) for s in segs]):
+      ss, have = [i[3] for i in inside], (b - a) / 1000
+      seen({s.rel for s in ss}, have, floor,
+           f"{_steps(ss)} logged in {have:.1f} s on {segs[0].machine.get('host')}: their steps take "
+           f"{floor * cores:.1f} CPU s, which {cores} cores give in no less than {floor:.1f} s")
+  for rel, segs in by_log.items():
+    if rel in fails:
+      audit.add("FAIL", TIME, rel, f"{fails[rel]}: the log trains faster than its hardware can; {RETRAIN}"); continue
+    m, cpu_run = segs[0].machine, str(segs[0].hparams.get("DEV", "")).split(":")[0] == "CPU"
+    checked = cpu_run and same_kind(here, m) and any(s.cpu_step for s in segments if s.shape == segs[0].shape)
+    trust = "" if checked else (f"; the CPU seconds it recorded are taken on trust ({describe(m)} is not of this "
+                                f"machine's kind, or none of its steps was re-executed here)" if cpu_run else
+                                "; above the roofline its step time is taken on trust")
+    if rel in worst:
+      audit.add("PASS", TIME, rel, f"every window of its logged times holds its floor; the tightest: {worst[rel][1]}"
+                f"{trust}")
+    elif any(s.claimed is None for s in segs):
+      audit.add("WARN", TIME, rel, "the log's evals carry no step_num: the segments' times were not checked")
+    else:
+      audit.add("WARN", TIME, rel, f"time taken on trust: no floor bounds its steps' time (no CPU seconds on record, "
+                f"no GPU card with published peaks for {m.get('gpu_target')!r})")

@@ -1,0 +1,140 @@
+"""The audit's re-execution of a training segment: from a kept state (or the run's initial state) to the next kept
+state, with the trainer's own code, in a process of its own (audit/segments.py starts it).
+
+    python -m mlperf_bert.train.segment REQUEST.json
+
+REQUEST: {"record": the train record, "from": a step (0: the initial state: the seeded init or the converted
+checkpoint, as TrainRun._build makes it), "to": the step of a later kept state, "device", "devices"}. The process
+exports the run's tinygrad settings before it imports tinygrad (as the train job), builds the trainer of the
+record's settings, loads the `from` state (weights, LAMB state, schedule step, RNG counters), starts the training
+stream at its loader position, runs `to - from` train steps with the run's timed step (train/benchmark.py) and
+compares the state it reaches with the kept state of `to`, tensor by tensor. It prints JSON lines:
+
+    {"device": "CPU", "devices": 1, "machine": {...}}                the devices it trains on, this machine
+                                                                     (and nothing more when their count is not the
+                                                                     run's: tinygrad draws dropout per device)
+    {"step": 21, "wall_s": 0.41, "cpu_s": 0.66, "loss": 7.1}        one per step, as it is done
+    {"compare": {"tensors": N, "differ": n, "worst": {...}, "position": p, "want_position": q, "rng": ...}}
+or {"error": "..."} and exits 1. `cpu_s` is the process's CPU time (every thread) spent in the step.
+"""
+from __future__ import annotations
+import json, os, sys, time
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from mlperf_bert.errors import UserError
+
+
+def compare_states(got: dict[str, np.ndarray], want: dict[str, np.ndarray], rng: bool) -> dict[str, Any]:
+  """How the state re-executed differs from the kept one: the tensors compared, how many differ, the worst of them
+  (the largest difference relative to the largest magnitude of the kept tensor), the worst of the model's weights
+  alone and the distance of all weights, |got - kept| / |kept| (L2 over every weight); `rng` compares the RNG counters too (the same devices), else only the model and optimizer tensors."""
+  keys = sorted(k for k in want if rng or not k.startswith("rng/"))
+  missing = [k for k in keys if k not in got]
+  differ, worst, model, d2, w2 = 0, None, None, 0.0, 0.0
+  for k in keys:
+    if k in missing: continue
+    a, b = np.asarray(got[k]), np.asarray(want[k])
+    if a.shape != b.shape:
+      differ += 1
+      worst = {"name": k, "shape": [list(a.shape), list(b.shape)], "rel": float("inf")}
+      continue
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    if k.startswith("model/"): d2, w2 = d2 + float(np.sum((a64 - b64) ** 2)), w2 + float(np.sum(b64 ** 2))
+    if np.array_equal(a, b): continue
+    differ += 1
+    diff = float(np.max(np.abs(a64 - b64)))
+    ref = float(np.max(np.abs(b64))) or 1.0
+    one = {"name": k, "max_abs": diff, "ref_max_abs": ref, "rel": diff / ref if np.isfinite(diff) else float("inf")}
+    if worst is None or one["rel"] > worst["rel"]: worst = one
+    if k.startswith("model/") and (model is None or one["rel"] > model["rel"]): model = one
+  return {"tensors": len(keys), "differ": differ, "missing": missing[:3], "n_missing": len(missing), "worst": worst,
+          "worst_weight": model, "weights_rel_l2": (d2 / w2) ** 0.5 if w2 else 0.0}
+
+
+def read_state(path: Path) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+  from safetensors import SafetensorError, safe_open
+  try:
+    with safe_open(str(path), framework="numpy") as f:
+      return {k: f.get_tensor(k) for k in f.keys()}, dict(f.metadata() or {})
+  except (SafetensorError, OSError) as e:
+    raise UserError(f"{path}: not a readable training state ({e}); retrain (snakemake --forcerun train)") from None
+
+
+def run_segment(record_file: str | os.PathLike, start: int, end: int, devices: tuple[str, ...],
+                emit: Callable[[dict], None]) -> None:
+  """Train from the kept state of step `start` (0: the initial state) to `end` and compare with the kept state of
+  `end` (see the module doc); `emit` gets each JSON line. Call in a process that exported evidence.audit_env."""
+  from tinygrad import Tensor
+  from tinygrad.helpers import Context
+  from mlperf_bert.data.loader import TrainLoader, open_shards
+  from mlperf_bert.train.benchmark import timed_step
+  from mlperf_bert.train.record import read_record
+  from mlperf_bert.train.resume import load_state, state_arrays
+  from mlperf_bert.train.evidence import audit_settings
+  from mlperf_bert.train.trainer import ModelTrainer, model_config
+  rp = Path(record_file)
+  rec = read_record(rp)
+  s = audit_settings(rec["hparams"])  # the run's settings, the kernel search off
+  kept = rec["kept_states"]
+  folder = rp.parent / str(kept["path"])
+  by_step = {int(e["step"]): e for e in kept["states"]}
+  if end not in by_step or (start and start not in by_step) or not 0 <= start < end:
+    raise UserError(f"{rp}: no kept states of steps {start} and {end} to train between")
+  cfg = model_config(rp.parent / rec["bert_config"]["path"], s.model)
+  init = rec.get("init_checkpoint")
+  Tensor.manual_seed(s.seed)  # as TrainRun._build
+  trainer = ModelTrainer(cfg, s, devices, seed=s.seed,
+                         init_weights=rp.parent / init["path"] if init and start == 0 else None)
+  position = 0
+  same_devices = devices[0].split(":")[0] == str(rec["hparams"].get("DEV", "")).split(":")[0] and \
+    len(devices) == int(rec["hparams"].get("GPUS", 1))
+  if start:
+    # another device kind (one device, as the run's): its RNG counters continue on this one
+    load_state(trainer, folder / by_step[start]["file"], rng_device=None if same_devices else devices[0])
+    position = int(by_step[start]["position"])
+  shards = open_shards([rp.parent / e["path"] for e in rec["shards"]])
+  loader = TrainLoader(shards, s.batch_size, seed=s.seed, position=position, cycle_length=s.num_cpu_threads)
+  try:
+    with Context(**({"PARALLEL": s.tinygrad.parallel} if s.tinygrad.parallel is not None else {})):
+      pos_next, data = next(loader)
+      after = position
+      for step in range(start + 1, end + 1):
+        c0 = time.process_time()
+        t, (pos_fetched, data) = timed_step(trainer, data, loader, step - 1, devices, lambda _m: None)
+        after, pos_next = pos_next, pos_fetched
+        emit({"step": step, "wall_s": t.total_s, "cpu_s": time.process_time() - c0, "loss": t.loss})
+        if not np.isfinite(t.loss): raise UserError(f"the loss became {t.loss} at step {step}")
+  finally:
+    loader.close()
+    for sh in shards: sh.close()
+  want, meta = read_state(folder / by_step[end]["file"])
+  out = compare_states(state_arrays(trainer), want, rng=same_devices)
+  out.update(position=after, want_position=int(by_step[end]["position"]), meta_step=meta.get("step"))
+  emit({"compare": out})
+
+
+def main(argv: list[str]) -> int:
+  """REQUEST.json (see the module doc): the lines on standard output, {"error"} and exit 1 on a failure."""
+  req = json.loads(Path(argv[0]).read_text())
+  emit = lambda obj: print(json.dumps(obj), flush=True)
+  from mlperf_bert.machine import this_machine
+  from mlperf_bert.train.evidence import audit_env, audit_settings, open_devices
+  from mlperf_bert.train.record import read_record
+  try:
+    # before tinygrad is imported, as the train job: the run's tinygrad settings, the kernel search off (BEAM 0)
+    os.environ.update(audit_env(audit_settings(read_record(req["record"])["hparams"])))
+    devices = open_devices(req["device"], int(req["devices"]))
+    emit({"device": devices[0].split(":")[0], "devices": len(devices), "machine": this_machine()})
+    if len(devices) != int(req["devices"]): return 0  # another device count trains another trajectory: not redone
+    run_segment(req["record"], int(req["from"]), int(req["to"]), devices, emit)
+  except (UserError, KeyError, TypeError, ValueError) as e:
+    emit({"error": f"{type(e).__name__}: {e}" if not isinstance(e, UserError) else str(e)})
+    return 1
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main(sys.argv[1:]))
