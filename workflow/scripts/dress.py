@@ -8,3 +8,4 @@ with job_log(snakemake.log[0]):
                     layers=parse_layers(None if p.layers is None else str(p.layers)), overrides=dict(p.overrides),
                     json_out=snakemake.output.json, table_out=snakemake.output.table)
     print(r["table"])
+print(r["table"], flush=True)  # and on Snakemake's own output: the answer a user ran `snakemake dress` for
