@@ -84,7 +84,7 @@ def check_text_links(audit: Audit, base: Path, heads: dict, hasher: Callable) ->
               "beside it (the source sha256 in its header)")
 
 
-def check_settings(audit: Audit, base: Path, heads: dict, hasher: Callable, preprocessing: dict | None) -> None:
+def check_shard_settings(audit: Audit, base: Path, heads: dict, hasher: Callable, preprocessing: dict | None) -> None:
   """One settings and one vocab sha256 for every shard; equal to the config's preprocessing and the vocab present."""
   from mlperf_bert.data.corpus import preprocessing_settings
   good = {f: h for f, h in heads.items() if isinstance(h, dict) and h["source"]}
@@ -129,14 +129,15 @@ def check_duplicates(audit: Audit, base: Path, heads: dict, hasher: Callable) ->
     audit.add("PASS", CHECK, "shards, eval", f"no duplicate shards: {len(heads)} distinct file(s) from distinct texts")
 
 
-def _accuracies(log: Path) -> list[float]:
+def logged_accuracies(log: Path) -> list[float]:
+  """The eval_accuracy values a result log holds, in its order."""
   events = (parse_line(line) for line in log.read_text(errors="replace").splitlines())
   return [ev.value for ev in events if isinstance(ev, Event) and ev.key == "eval_accuracy"]
 
 
 def _accuracy_diff(log: Path, rec: dict) -> str:
   measured = [a for _, a in rec.get("eval_accuracy") or []]
-  for i, (a, b) in enumerate(zip(_accuracies(log), measured)):
+  for i, (a, b) in enumerate(zip(logged_accuracies(log), measured)):
     if a != b:
       return f"; eval_accuracy #{i + 1}: the log says {a}, the train process measured {b}"
   return ""
@@ -250,7 +251,7 @@ def check_chain(audit: Audit, base: Path, logs: list[Path], hasher: Callable, pr
   heads = _headers(base, files)
   if files:
     check_text_links(audit, base, heads, hasher)
-    check_settings(audit, base, heads, hasher, preprocessing)
+    check_shard_settings(audit, base, heads, hasher, preprocessing)
     check_duplicates(audit, base, heads, hasher)
   for log in logs:
     check_record(audit, base, log, files, hasher)

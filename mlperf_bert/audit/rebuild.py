@@ -159,7 +159,7 @@ def reexecute_data(audit: Audit, base: Path, preprocessing: dict | None, eval_ex
   return proven
 
 
-def main(argv: list[str]) -> int:
+def run_request(argv: list[str]) -> int:
   """REQUEST.json {"items": [rebuild_inputs' dicts], "tmp": folder}: one JSON line per item rebuilt
   ({"name", "sha256"}), or {"name", "error"} and exit 1."""
   req = json.loads(Path(argv[0]).read_text())
@@ -174,4 +174,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-  sys.exit(main(sys.argv[1:]))
+  sys.exit(run_request(sys.argv[1:]))
