@@ -23,8 +23,7 @@ def _log(msg: str) -> None:
 def _cmd_download(a) -> int:
   from mlperf_bert.data.download import fetch
   from mlperf_bert.data.http import FetchPolicy
-  policy = FetchPolicy(deadline_s=a.deadline, stall_s=a.stall, max_file_bytes=a.max_bytes,
-                       listing_deadline_s=min(a.deadline, FetchPolicy.listing_deadline_s))
+  policy = FetchPolicy.bounded(deadline_s=a.deadline, stall_s=a.stall, max_file_bytes=a.max_bytes)
   fetch(a.source, a.output, md5=a.md5, path=a.path, attempts=a.attempts, policy=policy)
   return 0
 
