@@ -23,8 +23,7 @@ def _log(msg: str) -> None:
 def _cmd_download(a) -> int:
   from mlperf_bert.data.download import fetch
   from mlperf_bert.data.http import FetchPolicy
-  policy = FetchPolicy(deadline_s=a.deadline, stall_s=a.stall, max_file_bytes=a.max_bytes,
-                       listing_deadline_s=min(a.deadline, FetchPolicy.listing_deadline_s))
+  policy = FetchPolicy.bounded(deadline_s=a.deadline, stall_s=a.stall, max_file_bytes=a.max_bytes)
   fetch(a.source, a.output, md5=a.md5, path=a.path, attempts=a.attempts, policy=policy)
   return 0
 
@@ -309,7 +308,7 @@ def _add_dress(sub) -> None:
 # ---------------------------------------------------------------------------------------------------- audit
 
 def _cmd_audit(a) -> int:
-  from mlperf_bert.audit.rows import format_table
+  from mlperf_bert.audit.rows import format_audit_table
   from mlperf_bert.audit.logs import normalize_ruleset
   from mlperf_bert.audit.command import run_audit
   from mlperf_bert.fileio import atomic_path
@@ -323,7 +322,7 @@ def _cmd_audit(a) -> int:
                     workdir=a.workdir, configfiles=a.configfile, config=a.config, dry_run=not a.no_dry_run,
                     reexecute=a.reexecute, reexecute_seed=a.reexecute_seed, reexecute_budget=a.reexecute_budget,
                     reexecute_parts=tuple(a.reexecute_parts) if a.reexecute_parts else None)
-  print(format_table(audit))
+  print(format_audit_table(audit))
   if a.json:
     with atomic_path(a.json) as tmp:
       tmp.write_text(json.dumps(audit.to_dict(), indent=2) + "\n")

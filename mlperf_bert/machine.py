@@ -40,5 +40,5 @@ def same_kind(a: dict | None, b: dict | None) -> bool:
   return all(a.get(k) not in (None, "", "?") for k in ("cpu", "cores")) and all(a.get(k) == b.get(k) for k in keys)
 
 
-def describe(m: dict) -> str:
+def describe_machine(m: dict) -> str:
   return f"{m.get('cpu')}, {m.get('cores')} cores ({m.get('host')})"

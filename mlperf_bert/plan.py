@@ -1,11 +1,13 @@
 """The workflow's plan: every value the rules files derive from the validated config, made once by rules/common.smk.
 
-`make_plan(config, repo)` reads the config (already typed and validated) and the platform file and returns a frozen
+`plan_workflow` checks and types the config as Snakemake hands it over, then `make_plan(config, repo)` reads the config
+(typed and validated) and the platform file and returns a frozen
 WorkflowPlan: the platform and its settings (a rehearsal's CPU stand-in), the run name and seeds, the `train`
 overrides as the configured trainer runs them (tinygrad's train_bert: its eval widened, `eval_overrides`), the
 resolved seed-0 Settings, the trainer and its source, and the R2 datasets and file downloads. The rules files only
 read it; nothing writes into Snakemake's `config`. It prints nothing: the notes a user should see (`rehearsal_notes`,
-`tinygrad_eval_note`) are fields, printed once by the workflow.
+`tinygrad_eval_note`) are fields, printed once by the workflow. The jobs read what they need of it from their rule's
+params (workflow/scripts/*.py never read Snakemake's config): the download bounds as FetchPolicy's fields, typed here.
 """
 from __future__ import annotations
 
@@ -13,8 +15,11 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+from mlperf_bert.config import CONFIG_SCHEMA, check_basedir, check_seed_count, seeds_source, typed_config
+from mlperf_bert.config import validate_config
 from mlperf_bert.data import r2
 from mlperf_bert.data.download import MANIFEST
+from mlperf_bert.data.http import FetchPolicy
 from mlperf_bert.errors import UserError
 from mlperf_bert.train.hparams import load_platform, resolve, train_resources
 from mlperf_bert.train.rehearsal import RESOURCES as REHEARSAL_RESOURCES, rehearsal_notes, rehearsal_settings
@@ -22,8 +27,10 @@ from mlperf_bert.train.rehearsal import check_overrides as check_rehearsal_overr
 from mlperf_bert.train.settings import Settings
 from mlperf_bert.train.tinygrad_source import Source, check_local, parse_source
 from mlperf_bert.train.tinygrad_trainer import check_settings, eval_overrides
+from mlperf_bert.urls import refuse_url_credentials
 
 TEXT_TARBALL = "results_text.tar.gz"
+CHECKPOINT_INDEX = "model.ckpt-28252.index"  # a config that downloads it trains from MLPerf's checkpoint
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,10 +54,15 @@ class WorkflowPlan:
   tinygrad_source: Source          # config `tinygrad_source` (parsed for either trainer)
   trainer_info: dict[str, str]     # what the provenance records of the trainer
   tinygrad_eval_note: str | None   # the line saying tinygrad's eval was widened (None: it was not)
+  from_checkpoint: bool            # train from MLPerf's converted checkpoint (the config downloads it; no rehearsal:
+                                   # its model is the demo's size), else from a seeded random init
+  preflight: bool                  # config `preflight` decided: auto runs it where the division is closed (with the
+                                   # `train` overrides) and MLPerf's checkpoint is used; true always; false never
   text_from_r2: bool               # sources.results4: the text extracted, from an R2 dataset
   r2_datasets: dict[str, str]      # {dataset name: source URL} of every R2 dataset the config names
   text_dataset: str | None         # the R2 dataset of results4 (None: the tarball and its manifest)
   file_sources: dict[str, dict[str, Any]]  # {download name: source} of every file downloaded
+  download: dict[str, Any]         # config `download` bounds as FetchPolicy's fields (a job: FetchPolicy(**download))
   config: dict[str, Any]           # the config as this run has it: Snakemake's, `train` as the trainer runs it
 
   @property
@@ -62,6 +74,21 @@ class WorkflowPlan:
   def settings(self, seed: int) -> Settings:
     """The training run's resolved settings for a seed."""
     return resolve(self.platform_settings, self.train, seed=seed, eval_examples=self.eval_examples)
+
+
+def plan_workflow(raw: dict[str, Any], *, repo: Path, workdir: Path, configfiles: list[str | Path],
+                  cli_config: dict[str, Any] | None) -> WorkflowPlan:
+  """The plan of Snakemake's `config` as it hands it over (`--config` values as text; `configfiles` and `cli_config`:
+  the --configfile paths and --config values, to name the source of too many seeds). A URL with credentials left in
+  it came from --config (the Snakefile checked the files); the values are typed into a copy (`raw` is never
+  written); too many seeds is one line naming the file that sets them, before the schema's list of problems; a
+  dangerous basedir is refused. Raises UserError."""
+  refuse_url_credentials(raw, "--config (or a profile's config:)")
+  typed = typed_config(raw)
+  check_seed_count(typed.get("seeds"), seeds_source(configfiles, cli_config, repo / "config.yaml"))
+  validate_config(typed, CONFIG_SCHEMA)
+  check_basedir(typed["basedir"], repo=repo, workdir=workdir)
+  return make_plan(typed, repo)
 
 
 def make_plan(config: dict[str, Any], repo: Path) -> WorkflowPlan:
@@ -100,14 +127,19 @@ def make_plan(config: dict[str, Any], repo: Path) -> WorkflowPlan:
     raise UserError(f"trainer tinygrad: {e}") from None
   info = ({"name": "tinygrad", "commit": source.commit, "source": source.describe()}
           if trainer == "tinygrad" else {"name": "project"})
+  from_checkpoint = CHECKPOINT_INDEX in config["sources"] and not rehearse
+  preflight = config.get("preflight", "auto")
+  preflight = resolved.submission.division == "closed" and from_checkpoint if preflight == "auto" else bool(preflight)
   return WorkflowPlan(
     basedir=config["basedir"], preprocessing=config["preprocessing"], eval_examples=eval_examples,
     platform=platform, platform_file=platform_file, rehearse=rehearse,
     run_name=f"{platform}-rehearsal" if rehearse else platform, seeds=[int(s) for s in config.get("seeds", [0])],
     platform_settings=settings, rehearsal_notes=notes, train_resources=resources, train=train, resolved=resolved,
     trainer=trainer, tinygrad_source=source, trainer_info=info, tinygrad_eval_note=note,
+    from_checkpoint=from_checkpoint, preflight=preflight,
     text_from_r2="results4" in config["sources"], r2_datasets=r2_datasets, text_dataset=text_dataset,
-    file_sources=file_sources, config=_run_config(config, train))
+    file_sources=file_sources, download=dataclasses.asdict(FetchPolicy.bounded(**(config.get("download") or {}))),
+    config=_run_config(config, train))
 
 
 def _platform(config: dict[str, Any], platform_file: Path,

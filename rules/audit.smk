@@ -49,11 +49,12 @@ rule submission_package:
         logs=lambda w: expand(B(RESULT_LOG), platform=w.platform, seed=PLAN.seeds),
         provenance=lambda w: expand(B(PROVENANCE), platform=w.platform, seed=PLAN.seeds),
     output:
-        score=B("submission/{org}.{platform}.score.json"),
+        score=B(SUBMISSION_SCORE),
     params:
         out=lambda w, output: str(Path(output.score).parent),
         system_json=lambda w: f"profiles/{PLAN.platform}/system.json",  # in the repository
         ruleset=RULESET,
+        basedir=lambda w, output: str(target_basedir(output.score, SUBMISSION_SCORE)),  # derived: not compared
     log:
         B("logs/submission/{org}.{platform}.log"),
     conda:
@@ -125,6 +126,7 @@ rule report_audit:
     params:
         basedir=lambda w, output: str(target_basedir(output[0], AUDIT_PAGE)),
         ruleset=RULESET,
+        config=uncompared(PLAN.config),  # the config as the run has it (the audit compares the records with it)
     log:
         B("logs/report_audit/report_audit.log"),
     conda:

@@ -1,55 +1,37 @@
-# Shared definitions of every rules file: config validation, the run's plan (PLAN: mlperf_bert/plan.py), artifact
-# paths, the topic list from the md5 manifest, the train inputs and the provenance/report targets (audit). Functions live here,
-# not beside the rules (snakemake --lint). Snakemake puts the Snakefile's folder (the repository) first on sys.path,
-# so the package is imported from this checkout.
+# Shared definitions of every rules file: the run's plan (PLAN: mlperf_bert/plan.py), artifact paths, the topic list,
+# the train inputs and the provenance/report targets (audit). Planning only: the logic lives in the package.
+# Functions live here, not beside the rules (snakemake --lint). Snakemake puts the Snakefile's folder (the repository)
+# first on sys.path, so the package is imported from this checkout.
+import dataclasses
 import functools
-import hashlib
 import importlib.metadata
-import os
 import re
 import sys
 from pathlib import Path
 
 from snakemake.utils import min_version
 
-from mlperf_bert.config import CONFIG_SCHEMA, check_basedir, check_seed_count, seeds_source, typed_config
-from mlperf_bert.config import validate_config
 from mlperf_bert.constants import RULESET
 from mlperf_bert.data import r2 as _r2
 from mlperf_bert.data.download import MANIFEST
+from mlperf_bert.data.lists import dataset_topics, listed_md5, manifest_topics, text_digest, text_md5s
 from mlperf_bert.data.shard_header import VERSION as SHARD_FORMAT
-from mlperf_bert.data.extract import topics as manifest_topics
 from mlperf_bert.errors import UserError
-from mlperf_bert.plan import make_plan
+from mlperf_bert.plan import plan_workflow
 from mlperf_bert.snakejob import lock_basedir, record_command
 from mlperf_bert.train.hparams import rule_params, train_gpus
-from mlperf_bert.urls import refuse_url_credentials
 
 min_version("9.0")
 
 REPO = Path(workflow.basedir)
 
-
-def _make_plan(raw):
-    """The one plan of this run (mlperf_bert/plan.py), made once: the platform, its resolved settings and seeds, the
-    `train` overrides as the trainer runs them, the trainer and its source, the R2 datasets and downloads. --config
-    values arrive as text: they are typed into a copy (PLAN.config); Snakemake's `config` is never written (of
-    snakemake.config, the download jobs read the bounds as numbers, FetchPolicy.from_config; report_audit makes the
-    plan again from typed_config)."""
-    # the files were checked by the Snakefile: a URL with credentials left in the config came from --config
-    refuse_url_credentials(raw, "--config (or a profile's config:)")
-    typed = typed_config(raw)
-    # too many seeds: one line naming the file that sets them, before the schema's list of problems
-    check_seed_count(typed.get("seeds"), seeds_source(workflow.overwrite_configfiles, workflow.config_settings.config,
-                                                      REPO / "config.yaml"))
-    validate_config(typed, CONFIG_SCHEMA)
-    check_basedir(typed["basedir"], repo=REPO, workdir=Path.cwd())
-    return make_plan(typed, REPO)
-
-
-# Every rules file reads PLAN; none writes into `config` or rebinds a name of another rules file.
+# The one plan of this run, made once: the config checked and typed into a copy (PLAN.config; --config values arrive as
+# text), the platform, its resolved settings and seeds, the `train` overrides as the trainer runs them, the trainer and
+# its source, the R2 datasets and downloads. Every rules file reads PLAN; none writes into `config` or rebinds a name
+# of another rules file; each job reads what it needs from its rule's params, never Snakemake's `config`.
 try:
-    PLAN = _make_plan(config)
+    PLAN = plan_workflow(config, repo=REPO, workdir=Path.cwd(), configfiles=workflow.overwrite_configfiles,
+                         cli_config=workflow.config_settings.config)
 except UserError as e:
     raise WorkflowError(str(e))
 # printed once, here: what a rehearsal changes, and tinygrad's widened eval
@@ -91,12 +73,20 @@ PROVENANCE = "results/{platform}/result_bert_{seed}.provenance.json"
 TRAIN_LOG = "logs/train/{platform}/seed_{seed}.log"  # the train job's log: it holds the trainer's per-step lines
 RUN_FIGURE = "report/{platform}/run_{seed}.png"
 AUDIT_PAGE = "report/audit.html"
+SUBMISSION_SCORE = "submission/{org}.{platform}.score.json"
 
 
 def target_basedir(target, pattern):
     """The basedir of `target`, a path written B(pattern). A param derived from a job's own input or output is not
     compared by Snakemake, so a moved tree reruns nothing."""
     return Path(target).parents[len(Path(pattern).parts) - 1]
+
+
+def uncompared(value):
+    """A param Snakemake hands the job but does not compare with the one it recorded (a function of the job's output
+    is a derived param): changing it reruns nothing. For what a job needs that does not shape its output (the
+    download bounds, the run's config) or that is a path (where tinygrad's checkout comes from)."""
+    return lambda wildcards, output: value
 
 
 def repo_path(p):
@@ -113,20 +103,9 @@ def repo_path(p):
 def all_topics(wildcards=None):
     """Training topics, read from the md5 manifest once results_text.tar.gz is extracted (or from the R2 list)."""
     if PLAN.text_from_r2:
-        from mlperf_bert.data.r2 import read_listing, text_entries
-
-        listing = checkpoints.r2_listing.get(dataset=PLAN.text_dataset).output.listing
-        return sorted(n for n in text_entries(read_listing(listing), PLAN.text_dataset) if n != "eval.txt")
+        return dataset_topics(checkpoints.r2_listing.get(dataset=PLAN.text_dataset).output.listing, PLAN.text_dataset)
     checkpoints.extract.get()
-    path = B("download", MANIFEST)
-    return list(_manifest_topics(path, os.stat(path).st_mtime_ns))
-
-
-@functools.lru_cache(maxsize=None)
-def _manifest_topics(path, mtime_ns):
-    """The manifest's topics, read once per version of the file (every train and provenance job asks; with many
-    seeds, reading it per job made planning slow)."""
-    return tuple(manifest_topics(path))
+    return manifest_topics(B("download", MANIFEST))  # read once per version of the file (mlperf_bert/data/lists.py)
 
 
 def extracted(name):
@@ -172,29 +151,15 @@ def _train_hparams(seed):
     return rule_params(PLAN.settings(seed))
 
 
-def use_initial_checkpoint():
-    """Train from the converted MLPerf checkpoint when the config downloads it (never in a rehearsal: its model is
-    the demo's size); else from a seeded random init."""
-    return "model.ckpt-28252.index" in PLAN.config["sources"] and not PLAN.rehearse
-
-
 def initial_checkpoint(wildcards=None):
     """The converted checkpoint the trainer starts from (an input of train and provenance), when there is one."""
-    return [B("checkpoint/model.safetensors")] if use_initial_checkpoint() else []
-
-
-def preflight_enabled():
-    """Config key `preflight` (rules/preflight.smk): auto runs the check where the platform's division is closed
-    (with the `train` overrides) and MLPerf's checkpoint is used; true always; false never."""
-    mode = PLAN.config.get("preflight", "auto")
-    if mode == "auto":
-        return PLAN.resolved.submission.division == "closed" and use_initial_checkpoint()
-    return bool(mode)
+    return [B("checkpoint/model.safetensors")] if PLAN.from_checkpoint else []
 
 
 def preflight_result(wildcards=None):
-    """The pre-flight check's JSON, an input of train when the check runs (a failed check stops the run)."""
-    return [B(f"preflight/{PLAN.run_name}.json")] if preflight_enabled() else []
+    """The pre-flight check's JSON (config key `preflight`), an input of train when the check runs (a failed check
+    stops the run)."""
+    return [B(f"preflight/{PLAN.run_name}.json")] if PLAN.preflight else []
 
 
 def train_results(wildcards=None):
@@ -231,38 +196,10 @@ def _listing(source):
     return {"listing": ancient(B(f"download/r2/{name}.md5")), "uri": ancient(B(f"download/r2/{name}.uri"))}
 
 
-@functools.lru_cache(maxsize=None)
-def _read_listing(path, mtime_ns):
-    listing = _r2.read_listing(path)
-    return listing, {n: listing[rel] for n, rel in _text_names(listing).items()}
-
-
-def _text_names(listing):
-    try:
-        return _r2.text_entries(listing, "?")
-    except UserError:
-        return {}
-
-
-def _listed(dataset):
-    """(listing, {text name: md5}) of a cached dataset list, or (None, None) before it is fetched."""
-    p = B(f"download/r2/{dataset}.md5")
-    try:
-        return _read_listing(p, os.stat(p).st_mtime_ns)
-    except (OSError, UserError):
-        return None, None
-
-
 def _listed_md5(file):
-    """The md5 the dataset's list gives for a download of an R2 source (None for other sources, or not yet listed)."""
-    s = PLAN.file_sources[file]
-    if not _r2.is_r2(s["url"]):
-        return None
-    listing, _ = _listed(_r2.dataset_name(s["url"], root=REPO))
-    try:
-        return listing[_r2.find_entry(listing, s.get("path") or file, "?")] if listing else None
-    except UserError:
-        return None
+    """The md5 the dataset's cached list gives a download of an R2 source (None for other sources, or not yet listed):
+    a param of the download, so that listing the dataset again reruns only the files whose md5 changed."""
+    return listed_md5(PLAN.file_sources[file], file, B("download/r2"), root=REPO)
 
 
 def _one_of(names):

@@ -14,6 +14,7 @@ rule download:
         md5=lambda w: PLAN.file_sources[w.file]["md5"],
         path=lambda w: PLAN.file_sources[w.file].get("path"),
         listed_md5=lambda w: _listed_md5(w.file),
+        download=uncompared(PLAN.download),
     wildcard_constraints:
         file=_one_of(PLAN.file_sources),
     log:
@@ -32,6 +33,7 @@ checkpoint r2_listing:
         uri=B("download/r2/{dataset}.uri"),
     params:
         source=lambda w: PLAN.r2_datasets[w.dataset],
+        download=uncompared(PLAN.download),
     wildcard_constraints:
         dataset=_one_of(PLAN.r2_datasets),
     log:
@@ -56,7 +58,8 @@ if PLAN.text_from_r2:
             B("results4/{name}"),
         params:
             dataset=PLAN.text_dataset,
-            md5=lambda w: (_listed(PLAN.text_dataset)[1] or {}).get(w.name),
+            md5=lambda w: text_md5s(B(f"download/r2/{PLAN.text_dataset}.md5")).get(w.name),
+            download=uncompared(PLAN.download),
         wildcard_constraints:
             name=r"part-\d{5}-of-\d{5}|eval\.txt",
         log:
@@ -76,7 +79,7 @@ if PLAN.text_from_r2:
         params:
             dataset=PLAN.text_dataset,
             # rewritten (and the topics re-verified) only when the text's md5s change, not when the list is re-fetched
-            digest=lambda w: hashlib.md5(repr(sorted((_listed(PLAN.text_dataset)[1] or {}).items())).encode()).hexdigest(),
+            digest=lambda w: text_digest(B(f"download/r2/{PLAN.text_dataset}.md5")),
         log:
             B("logs/download/r2_manifest.log"),
         conda:

@@ -18,6 +18,8 @@ if PLAN.trainer == "tinygrad":
             # the commit and the kind of source (never a local path: a moved checkout reruns nothing)
             source=PLAN.tinygrad_source.describe(),
             commit=PLAN.tinygrad_source.commit,
+            # where it comes from, a local path too (kind, where, commit): handed over, not compared
+            checkout_from=uncompared(dataclasses.asdict(PLAN.tinygrad_source)),
         log:
             B("logs/tinygrad/checkout.log"),
         conda:

@@ -23,7 +23,7 @@ CHECK = "chain"
 RETRAIN = "retrain: snakemake --forcerun train (or restore the files the run read)"
 
 
-def _short(h: str | None) -> str:
+def _short_sha(h: str | None) -> str:
   return f"{h[:12]}..." if h else "none"
 
 
@@ -77,14 +77,14 @@ def check_text_links(audit: Audit, base: Path, heads: dict, hasher: Callable) ->
     other = by_hash.get(h["source"])
     src = f"that of {other.relative_to(base)}" if other is not None else "no text present"
     audit.add("FAIL", CHECK, rel, f"text -> shard: built from other text: its header's source sha256 "
-              f"{_short(h['source'])} is {src}, not {text.relative_to(base)} ({_short(now)}); rebuild it: "
+              f"{_short_sha(h['source'])} is {src}, not {text.relative_to(base)} ({_short_sha(now)}); rebuild it: "
               f"snakemake --force {f} (then retrain)"); bad += 1
   if checked and not bad:
     audit.add("PASS", CHECK, "shards, eval", f"text -> shard: each of {checked} shard(s) was built from the text "
               "beside it (the source sha256 in its header)")
 
 
-def check_settings(audit: Audit, base: Path, heads: dict, hasher: Callable, preprocessing: dict | None) -> None:
+def check_shard_settings(audit: Audit, base: Path, heads: dict, hasher: Callable, preprocessing: dict | None) -> None:
   """One settings and one vocab sha256 for every shard; equal to the config's preprocessing and the vocab present."""
   from mlperf_bert.data.corpus import preprocessing_settings
   good = {f: h for f, h in heads.items() if isinstance(h, dict) and h["source"]}
@@ -104,8 +104,8 @@ def check_settings(audit: Audit, base: Path, heads: dict, hasher: Callable, prep
     want, what = expect.get(key, (max(groups, key=lambda k: len(groups[k])), "the other shards"))
     for h, names in sorted(groups.items()):
       if h != want:
-        audit.add("FAIL", CHECK, _few(names), f"text -> shard: built with another {key} ({_short(h)}) than "
-                  f"{what} ({_short(want)}); rebuild: snakemake --forcerun shard evalset"); bad += 1
+        audit.add("FAIL", CHECK, _few(names), f"text -> shard: built with another {key} ({_short_sha(h)}) than "
+                  f"{what} ({_short_sha(want)}); rebuild: snakemake --forcerun shard evalset"); bad += 1
   if not bad:
     audit.add("PASS", CHECK, "shards, eval", f"text -> shard: {len(good)} shard(s) built with one vocab and the "
               "preprocessing settings" + (" of the config" if "settings" in expect else ""))
@@ -122,21 +122,22 @@ def check_duplicates(audit: Audit, base: Path, heads: dict, hasher: Callable) ->
       if v: groups.setdefault(v, []).append(str(f.relative_to(base)))
     for v, names in sorted(groups.items()):
       if len(names) > 1:
-        audit.add("FAIL", CHECK, _few(names), f"duplicate shards: {' and '.join(names)} {what.format(_short(v))}; "
+        audit.add("FAIL", CHECK, _few(names), f"duplicate shards: {' and '.join(names)} {what.format(_short_sha(v))}; "
                   f"rebuild them: snakemake --force {' '.join(str(base / n) for n in names)}"); bad += 1
     if bad: break  # identical shards share their source too: one row each
   if not bad and heads:
     audit.add("PASS", CHECK, "shards, eval", f"no duplicate shards: {len(heads)} distinct file(s) from distinct texts")
 
 
-def _accuracies(log: Path) -> list[float]:
+def logged_accuracies(log: Path) -> list[float]:
+  """The eval_accuracy values a result log holds, in its order."""
   events = (parse_line(line) for line in log.read_text(errors="replace").splitlines())
   return [ev.value for ev in events if isinstance(ev, Event) and ev.key == "eval_accuracy"]
 
 
 def _accuracy_diff(log: Path, rec: dict) -> str:
   measured = [a for _, a in rec.get("eval_accuracy") or []]
-  for i, (a, b) in enumerate(zip(_accuracies(log), measured)):
+  for i, (a, b) in enumerate(zip(logged_accuracies(log), measured)):
     if a != b:
       return f"; eval_accuracy #{i + 1}: the log says {a}, the train process measured {b}"
   return ""
@@ -191,11 +192,11 @@ def check_record(audit: Audit, base: Path, log: Path, files: list[Path], hasher:
                 f"({rp.name}); {RETRAIN}"); bad += 1
     elif why := size_differs(p, e.get("bytes")):
       audit.add("FAIL", CHECK, name, f"shard -> train record: sha256 now unknown (not hashed: {why}), the train "
-                f"process read {_short(e.get('sha256'))} ({rp.name}): the {what} changed after training; {RETRAIN}")
+                f"process read {_short_sha(e.get('sha256'))} ({rp.name}): the {what} changed after training; {RETRAIN}")
       bad += 1
     elif (now := hasher(p)["sha256"]) != e.get("sha256"):
-      audit.add("FAIL", CHECK, name, f"shard -> train record: sha256 now {_short(now)}, the train process read "
-                f"{_short(e.get('sha256'))} ({rp.name}): the {what} changed after training; {RETRAIN}"); bad += 1
+      audit.add("FAIL", CHECK, name, f"shard -> train record: sha256 now {_short_sha(now)}, the train process read "
+                f"{_short_sha(e.get('sha256'))} ({rp.name}): the {what} changed after training; {RETRAIN}"); bad += 1
   for f in files:
     if f.resolve() not in read:
       audit.add("FAIL", CHECK, str(f.relative_to(base)), f"shard -> train record: not among the files the train "
@@ -208,8 +209,8 @@ def check_record(audit: Audit, base: Path, log: Path, files: list[Path], hasher:
     audit.add("FAIL", CHECK, rel, f"train record -> log: {rp.name} is the record of {logged.get('path')}, not of "
               f"{log.name}; {RETRAIN}")
   elif (now := hasher(log)["sha256"]) != logged.get("sha256"):
-    audit.add("FAIL", CHECK, rel, f"train record -> log: the log's sha256 {_short(now)} is not the "
-              f"{_short(logged.get('sha256'))} the train process wrote ({rp.name}): the log was changed after "
+    audit.add("FAIL", CHECK, rel, f"train record -> log: the log's sha256 {_short_sha(now)} is not the "
+              f"{_short_sha(logged.get('sha256'))} the train process wrote ({rp.name}): the log was changed after "
               f"training{_accuracy_diff(log, rec)}; {RETRAIN}")
   else:
     audit.add("PASS", CHECK, rel, "train record -> log: the log is byte for byte what the train process wrote")
@@ -250,7 +251,7 @@ def check_chain(audit: Audit, base: Path, logs: list[Path], hasher: Callable, pr
   heads = _headers(base, files)
   if files:
     check_text_links(audit, base, heads, hasher)
-    check_settings(audit, base, heads, hasher, preprocessing)
+    check_shard_settings(audit, base, heads, hasher, preprocessing)
     check_duplicates(audit, base, heads, hasher)
   for log in logs:
     check_record(audit, base, log, files, hasher)

@@ -2,7 +2,7 @@
 and passes mlperf-logging's checkers. Each is calibrated on every published BERT result (v0.7 ... v5.0,
 tests/fixtures/audit-calibration.json): what MLCommons accepted is a WARN that says what was seen, never a FAIL.
 
-* `check_times`: a `time_ms` that is NaN or infinite, one before MLPerf existed (EARLIEST_MS) or in the future, a
+* `check_clock`: a `time_ms` that is NaN or infinite, one before MLPerf existed (EARLIEST_MS) or in the future, a
   run_stop before its run_start. Each is a FAIL (never a DROP: olympic scoring does not drop a forged run) that
   stops the official tools, which would score the edited numbers. The one exception is an event at time_ms 0 that
   no score or check times (not one of CLOCKED_KEYS): published logs carry such lines, written by a script before
@@ -56,7 +56,7 @@ def _key_of(text: str) -> str:
     return "?"
 
 
-def check_times(log: MLPerfLog, s: str, now_ms: float | None = None) -> list[Row]:
+def check_clock(log: MLPerfLog, s: str, now_ms: float | None = None) -> list[Row]:
   """The clock of one log: finite, after EARLIEST_MS, not in the future, run_stop not before run_start."""
   now_ms = time.time() * 1000 if now_ms is None else now_ms
   rows = []

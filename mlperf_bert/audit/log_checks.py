@@ -13,7 +13,7 @@ from pathlib import Path
 from mlperf_bert.errors import UserError
 from mlperf_bert.constants import EVAL_SAMPLES, RULESET
 from mlperf_bert.audit.mlperf_tools import bert_in_ruleset, compliance_check, has_rcps, rcp_check, supported_rulesets
-from mlperf_bert.audit.forged import TIME_CHECKS, check_copies, check_times
+from mlperf_bert.audit.forged import TIME_CHECKS, check_clock, check_copies
 from mlperf_bert.audit.rehearsal import check_rehearsal
 from mlperf_bert.audit.logs import MLPerfLog, olympic_score
 from mlperf_bert.audit.rows import Audit, Rejection, Row, RunVerdict, shorten
@@ -115,7 +115,7 @@ def check_compliance(log: MLPerfLog, s: str, ruleset: str) -> list[Row]:
 
 def check_run_stop(log: MLPerfLog, s: str) -> list[Row]:
   if log.converged and (log.run_minutes or 0) < 0:
-    return []  # a negative run time: check_times's FAIL
+    return []  # a negative run time: check_clock's FAIL
   if log.converged:
     return [Row("PASS", "run_stop", s, f"status success after {log.run_minutes:.2f} min")]
   return [Row("DROP", "run_stop", s, f"not converged: {log.nonconvergence_reason()}")]
@@ -159,7 +159,7 @@ def _check_one_log(audit: Audit, log: MLPerfLog, s: str, *, division: str | None
   rows = audit.extend([*check_encoding(log, s), *check_parse(log, s), *check_benchmark(log, s),
                        *check_division(log, s, division), *check_platform(log, s, expect_platform),
                        *check_org(log, s, expect_org), *check_ruleset_claim(log, s, ruleset),
-                       *check_times(log, s), *check_compliance(log, s, ruleset), *check_run_stop(log, s),
+                       *check_clock(log, s), *check_compliance(log, s, ruleset), *check_run_stop(log, s),
                        *check_init_time(log, s, log_div),
                        *check_eval_samples(log, s, log_div), *check_seed(log, s, log_div)])
   pending = [r for r in rows if isinstance(r, Rejection)]

@@ -19,7 +19,7 @@ from mlperf_bert.audit.path_kind import detect_kind, is_org_dir
 from mlperf_bert.audit.forged import TIME_CHECKS, check_scaling
 from mlperf_bert.audit.rows import Audit, shorten
 from mlperf_bert.audit.logs import MLPerfLog, read_log
-from mlperf_bert.audit.untrusted import MAX_JSON_BYTES, MAX_LOG_BYTES, MAX_LOGS_CHECKED, problem, read_json
+from mlperf_bert.audit.untrusted import MAX_JSON_BYTES, MAX_LOG_BYTES, MAX_LOGS_CHECKED, problem, read_untrusted_json
 
 LOG_GLOB = "result_*.txt"          # as package_checker and result_summarizer find a benchmark's logs
 KNOWN_FILES = ("package_checker_params", "scaling.json")
@@ -42,7 +42,7 @@ def scaling_factor(bert: Path, root: Path) -> tuple[float, str | None]:
   f = bert / "scaling.json"
   if not os.path.lexists(f):
     return 1.0, None
-  v, why = read_json(f, root)
+  v, why = read_untrusted_json(f, root)
   if why: return 1.0, why
   x = v.get("scaling_factor") if isinstance(v, dict) else None
   if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x <= 0:
@@ -57,7 +57,7 @@ def _system_description(audit: Audit, org_dir: Path, system: str, ruleset: str) 
     audit.add("FAIL", "system description", system, f"missing systems/{system}.json: every results/{system}/ needs "
               "one (the fields mlperf-logging's system_desc_checker requires)")
     return None
-  value, why = read_json(desc, org_dir)
+  value, why = read_untrusted_json(desc, org_dir)
   if why:
     audit.add("FAIL", "system description", system, f"systems/{system}.json {why}")
     return None

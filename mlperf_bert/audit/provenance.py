@@ -105,7 +105,7 @@ def relocatable(obj, repo_dir=None, basedir=None, workdir=None):
   return fix(obj)
 
 
-def _rel(path: Path, base: Path | None) -> str | None:
+def _relative_to(path: Path, base: Path | None) -> str | None:
   if base is None: return None
   try: return str(path.resolve().relative_to(base.resolve()))
   except ValueError: return None
@@ -119,7 +119,7 @@ def file_record(path: str | os.PathLike, basedir: str | os.PathLike | None = Non
   side = p.with_name(p.name + ".sha256")  # written when the file was accepted (downloads, shards)
   if side.is_file():
     rec["accepted_sha256"] = (side.read_text().split() or [None])[0]
-  r = _rel(p, Path(basedir) if basedir else None)
+  r = _relative_to(p, Path(basedir) if basedir else None)
   if r is not None: rec.update(path=f"<basedir>/{r}", basedir_path=r)  # never where the basedir was
   return rec
 

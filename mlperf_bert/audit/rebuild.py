@@ -71,7 +71,7 @@ def build_item(item: dict, out: Path) -> str:
     out.with_name(out.name + ".sha256").unlink(missing_ok=True)
 
 
-def compare(base: Path, shard: Path, item: dict, now: str, again: str) -> tuple[str, str]:
+def compare_rebuilt(base: Path, shard: Path, item: dict, now: str, again: str) -> tuple[str, str]:
   """(PASS, ...) when the rebuilt bytes are the file's, else (FAIL, what differs and the way back)."""
   text = Path(item["text"]).relative_to(base)
   if now == again:
@@ -91,7 +91,7 @@ def rebuild_shard(base: Path, shard: Path, preprocessing: dict, tmp: Path, hashe
   """Rebuild one shard (or the eval set) in this process, in `tmp`: (PASS|FAIL|WARN, reason)."""
   item = rebuild_inputs(base, shard, preprocessing, hasher, eval_examples)
   if isinstance(item, tuple): return item
-  return compare(base, shard, item, hasher(shard)["sha256"], build_item(item, tmp / shard.name))
+  return compare_rebuilt(base, shard, item, hasher(shard)["sha256"], build_item(item, tmp / shard.name))
 
 
 def _worker(items: list[dict], deadline: float | None) -> tuple[dict[str, str], str, bool]:
@@ -138,7 +138,7 @@ def reexecute_data(audit: Audit, base: Path, preprocessing: dict | None, eval_ex
         audit.add("WARN", CHECK, rel, f"not redone: the rebuild process {cut} ({share}) before the eval set was "
                   "rebuilt, so it is not proven to be what results4/eval.txt gives; give a larger --reexecute-budget")
       continue
-    status, why = compare(base, f, item, hasher(f)["sha256"], got[rel])
+    status, why = compare_rebuilt(base, f, item, hasher(f)["sha256"], got[rel])
     if f == ev:
       proven = status == "PASS"
       audit.add(status, CHECK, rel, f"eval set rebuilt from {Path(item['text']).relative_to(base)} with the recorded "
@@ -159,7 +159,7 @@ def reexecute_data(audit: Audit, base: Path, preprocessing: dict | None, eval_ex
   return proven
 
 
-def main(argv: list[str]) -> int:
+def run_request(argv: list[str]) -> int:
   """REQUEST.json {"items": [rebuild_inputs' dicts], "tmp": folder}: one JSON line per item rebuilt
   ({"name", "sha256"}), or {"name", "error"} and exit 1."""
   req = json.loads(Path(argv[0]).read_text())
@@ -174,4 +174,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-  sys.exit(main(sys.argv[1:]))
+  sys.exit(run_request(sys.argv[1:]))

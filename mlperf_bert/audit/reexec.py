@@ -161,7 +161,7 @@ def reexecute_eval(audit: Audit, base: Path, log: Path, seed: int, budget: Budge
   """One result log's last eval: the record's batches give the log's accuracy; a sample of them, evaluated again
   on the final weights and the tree's own eval set, gives the record's counts. eval_proven False (the eval set is
   not what eval.txt gives): nothing is evaluated on it."""
-  from mlperf_bert.audit.chain import _accuracies
+  from mlperf_bert.audit.chain import logged_accuracies
   from mlperf_bert.train.evidence import EvalBatch, eval_accuracy
   from mlperf_bert.train.record import read_record, record_path
   rel, rp = str(log.relative_to(base)), record_path(log)
@@ -181,7 +181,7 @@ def reexecute_eval(audit: Audit, base: Path, log: Path, seed: int, budget: Budge
   except (TypeError, ValueError):
     audit.add("FAIL", CHECK, rel, f"{rp.name}: last_eval batches are not [correct, total, accuracy] numbers; {RETRAIN}")
     return
-  logged = _accuracies(log)
+  logged = logged_accuracies(log)
   rec_acc = eval_accuracy(as_b, str(ev.get("metric")))
   if not logged or logged[-1] != rec_acc:
     audit.add("FAIL", CHECK, rel, f"the log's last eval_accuracy is {logged[-1] if logged else 'absent'}, the "

@@ -10,7 +10,7 @@ from __future__ import annotations
 import html, math, os, re
 from pathlib import Path
 
-from mlperf_bert.audit.rows import format_table
+from mlperf_bert.audit.rows import format_audit_table
 from mlperf_bert.audit.logs import BERT_TARGET_ACCURACY, read_log
 from mlperf_bert.audit.tree import audit_basedir
 from mlperf_bert.constants import RULESET
@@ -146,4 +146,4 @@ def audit_report(out_html: str | os.PathLike, basedir: str | os.PathLike, *, rul
   audit = audit_basedir(basedir, ruleset=ruleset, workflow_dir=workflow_dir, dry_run=False,
                         resolved_config=resolved_config, reexecute=False)
   audit_html(out_html, audit)
-  return format_table(audit)
+  return format_audit_table(audit)

@@ -92,7 +92,7 @@ def shorten(items: list[str], n: int = 3) -> str:
 # ----------------------------------------------------------------------------------------------------------------
 # output
 # ----------------------------------------------------------------------------------------------------------------
-def format_table(audit: Audit) -> str:
+def format_audit_table(audit: Audit) -> str:
   kinds = {"org": "submission org directory", "orgs": "directory of submission orgs", "basedir": "workflow basedir"}
   out = [f"MLPerf BERT audit of {printable(audit.path)} ({kinds.get(audit.kind, audit.kind)}; ruleset training "
          f"{audit.ruleset})", ""]

@@ -24,7 +24,7 @@ import numpy as np
 
 from mlperf_bert.audit.reexec import RETRAIN
 from mlperf_bert.audit.rows import Audit
-from mlperf_bert.machine import describe, same_kind
+from mlperf_bert.machine import describe_machine, same_kind
 
 TIME = "time"
 TIME_BAND = 1.25  # the least CPU seconds of a step re-executed here over the run's, at most (measured: docs/audit.md)
@@ -125,7 +125,7 @@ def check_times(audit: Audit, base: Path, segments: list, here: dict) -> None:
       audit.add("FAIL", TIME, rel, f"{fails[rel]}: the log trains faster than its hardware can; {RETRAIN}"); continue
     m, cpu_run = segs[0].machine, str(segs[0].hparams.get("DEV", "")).split(":")[0] == "CPU"
     checked = cpu_run and same_kind(here, m) and any(s.cpu_step for s in segments if s.shape == segs[0].shape)
-    trust = "" if checked else (f"; the CPU seconds it recorded are taken on trust ({describe(m)} is not of this "
+    trust = "" if checked else (f"; the CPU seconds it recorded are taken on trust ({describe_machine(m)} is not of this "
                                 f"machine's kind, or none of its steps was re-executed here)" if cpu_run else
                                 "; above the roofline its step time is taken on trust")
     if rel in worst:

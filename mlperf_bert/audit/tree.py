@@ -160,7 +160,7 @@ def check_checksums(audit: Audit, base: Path, hasher: _Hasher) -> None:
     audit.add("SKIP", "checksums", "shards, eval", "no shards or eval set in this basedir")
 
 
-def check_eval_set(audit: Audit, base: Path) -> None:
+def check_eval_rows(audit: Audit, base: Path) -> None:
   """A WARN row when the eval set repeats rows (eval_examples larger than the eval text's instances)."""
   from mlperf_bert.data.evalset import repeated_rows
   path = base / "eval" / "eval.shard"
@@ -347,7 +347,7 @@ def audit_basedir(path: str | os.PathLike, *, ruleset: str = RULESET, strict: bo
   hasher = _Hasher()
   check_links(audit, base)
   check_checksums(audit, base, hasher)
-  check_eval_set(audit, base)
+  check_eval_rows(audit, base)
   head = git_state(wf).get("commit")
   if not logs:
     audit.add("FAIL", "result logs", str(base), "no results/<platform>/result_bert_<seed>.log")

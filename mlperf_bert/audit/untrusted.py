@@ -65,7 +65,7 @@ def loads_bounded(text: str, max_depth: int = MAX_JSON_DEPTH):
   return json.loads(text)
 
 
-def read_json(path: Path, root: Path) -> tuple[object | None, str | None]:
+def read_untrusted_json(path: Path, root: Path) -> tuple[object | None, str | None]:
   """A submission's JSON file -> (value, None) or (None, why it was not read or parsed)."""
   why = problem(path, root, max_bytes=MAX_JSON_BYTES)
   if why: return None, why

@@ -159,7 +159,7 @@ def _fetch(source, dest: Path, *, md5, root, path, listing, uri, gdrive_url, att
 
 def _gdown(url: str, dest: Path, part: Path, *, attempts, backoff, policy: FetchPolicy, log, quiet) -> None:
   """gdown into `part`; bounded by policy.deadline_s (gdown does its own reads: no stall or size bound here)."""
-  import gdown, requests, time
+  import gdown, requests
   log(f"downloading {redact(url)} -> {dest}")
 
   def once():
@@ -178,5 +178,4 @@ def _gdown(url: str, dest: Path, part: Path, *, attempts, backoff, policy: Fetch
                         f"sources/{dest.name}/url, then rerun")
       os.replace(out, part)
 
-  with_retries(once, url, dest.name, attempts=attempts, backoff=backoff, log=log,
-               deadline=time.monotonic() + policy.deadline_s, limit_s=policy.deadline_s)
+  with_retries(once, url, dest.name, attempts=attempts, backoff=backoff, log=log, deadline=policy.file_deadline())

@@ -32,6 +32,30 @@ MAX_REDIRECTS = 10
 
 
 @dataclass(frozen=True)
+class Deadline:
+  """When a fetch must be done, all its attempts and waits together (`at`: time.monotonic()'s clock), the limit it
+  was given and the hint of the one-line error a late fetch raises. Made by FetchPolicy (file_deadline,
+  listing_deadline) when the fetch starts."""
+  at: float
+  limit_s: float
+  hint: str
+
+  @classmethod
+  def after(cls, limit_s: float, hint: str) -> "Deadline":
+    return cls(time.monotonic() + limit_s, limit_s, hint)
+
+  def left_s(self) -> float:
+    return self.at - time.monotonic()
+
+  def late(self, what: str, url: str, detail: str = "") -> UserError:
+    return UserError(f"{what}: {redact(url)} did not finish within {self.limit_s:g} s{detail}; {self.hint}")
+
+  def check(self, what: str, url: str, detail: str = "") -> None:
+    if time.monotonic() > self.at:
+      raise self.late(what, url, detail)
+
+
+@dataclass(frozen=True)
 class FetchPolicy:
   """The bounds of a fetch (config.yaml `download:` sets the first three) and where the token may go."""
   deadline_s: float = 12 * 3600         # one file, all its attempts and waits together
@@ -43,14 +67,22 @@ class FetchPolicy:
   token_loopback_port: int | None = None  # tests: a server on http://127.0.0.1:<this port> may receive it too
 
   @classmethod
-  def from_config(cls, download: dict | None) -> "FetchPolicy":
-    """The policy of config.yaml's `download:` (deadline_s, stall_s, max_file_bytes; validated by the schema when
-    the workflow plans). A job's snakemake.config holds `--config` values as text: each is read as a number here."""
-    d = download or {}
-    deadline = float(d.get("deadline_s", cls.deadline_s))
-    return cls(deadline_s=deadline, stall_s=float(d.get("stall_s", cls.stall_s)),
-               max_file_bytes=int(d.get("max_file_bytes", cls.max_file_bytes)),
+  def bounded(cls, deadline_s: float | None = None, stall_s: float | None = None,
+              max_file_bytes: int | None = None) -> "FetchPolicy":
+    """The policy of config.yaml's `download:` bounds or the download command's options (None: the default); a
+    listing's deadline never exceeds a file's."""
+    deadline = cls.deadline_s if deadline_s is None else deadline_s
+    return cls(deadline_s=deadline, stall_s=cls.stall_s if stall_s is None else stall_s,
+               max_file_bytes=cls.max_file_bytes if max_file_bytes is None else max_file_bytes,
                listing_deadline_s=min(deadline, cls.listing_deadline_s))
+
+  def file_deadline(self) -> Deadline:
+    """The deadline of a file fetch starting now (deadline_s)."""
+    return Deadline.after(self.deadline_s, SLOW_FILE)
+
+  def listing_deadline(self) -> Deadline:
+    """The deadline of a listing fetch (a .uri, an md5 list) starting now (listing_deadline_s)."""
+    return Deadline.after(self.listing_deadline_s, SLOW_LIST)
 
 
 class NetworkError(Exception):
@@ -78,11 +110,10 @@ def _session():
   return s
 
 
-def _open(s, url: str, *, headers: dict, follow: bool, policy: FetchPolicy, deadline: float, limit_s: float,
-          hint: str, what: str):
+def _open(s, url: str, *, headers: dict, follow: bool, policy: FetchPolicy, deadline: Deadline, what: str):
   """GET `url` streaming; redirects followed hop by hop when `follow`, each hop given only its own credentials."""
   for _ in range(MAX_REDIRECTS + 1):
-    _check_deadline(deadline, what, url, limit_s, hint)
+    deadline.check(what, url)
     r = s.get(url, headers={**headers, **token_headers(url, policy)}, stream=True, allow_redirects=False,
               timeout=(policy.stall_s, policy.stall_s))
     if not follow or r.status_code not in REDIRECTS or not r.headers.get("Location"):
@@ -92,16 +123,11 @@ def _open(s, url: str, *, headers: dict, follow: bool, policy: FetchPolicy, dead
   raise UserError(f"{what}: more than {MAX_REDIRECTS} redirects from {redact(url)}; check the source URL in the config")
 
 
-def _check_deadline(deadline: float, what: str, url: str, limit_s: float, hint: str, kept: str = "") -> None:
-  if time.monotonic() > deadline:
-    raise UserError(f"{what}: {redact(url)} did not finish within {limit_s:g} s{kept}; {hint}")
-
-
-def _blocks(r, *, limit: int, deadline: float, limit_s: float, hint: str, what: str, url: str, kept: str = ""):
+def _blocks(r, *, limit: int, deadline: Deadline, what: str, url: str, kept: str = ""):
   """The body as it arrives (read1: whatever came, so a trickle still meets the deadline), at most `limit` bytes."""
   got = 0
   while True:
-    _check_deadline(deadline, what, url, limit_s, hint, kept)
+    deadline.check(what, url, kept)
     b = r.raw.read1(NET_CHUNK, decode_content=True)
     if not b:
       return
@@ -153,13 +179,12 @@ def get_text(url: str, what: str, *, attempts: int = 5, backoff: float = 2.0, po
              log: Callable[[str], None] = print) -> str:
   """A small text body (a .uri, an md5 list): at most policy.listing_max_bytes within policy.listing_deadline_s;
   network errors retried with backoff, HTTP errors raised once."""
-  deadline = time.monotonic() + policy.listing_deadline_s
+  deadline = policy.listing_deadline()
   limit = policy.listing_max_bytes
 
   def once():
     try:
-      with _session() as s, _open(s, url, headers={}, follow=False, policy=policy, deadline=deadline,
-                                  limit_s=policy.listing_deadline_s, hint=SLOW_LIST, what=what) as r:
+      with _session() as s, _open(s, url, headers={}, follow=False, policy=policy, deadline=deadline, what=what) as r:
         if _retryable_status(r.status_code):
           raise NetworkError(f"HTTP {r.status_code}")
         if r.status_code != 200:
@@ -167,8 +192,7 @@ def get_text(url: str, what: str, *, attempts: int = 5, backoff: float = 2.0, po
         announced = r.headers.get("Content-Length", "")
         if announced.isdigit() and int(announced) > limit:
           raise _TooLarge(int(announced))
-        body = b"".join(_blocks(r, limit=limit, deadline=deadline, limit_s=policy.listing_deadline_s, hint=SLOW_LIST,
-                                 what=what, url=url))
+        body = b"".join(_blocks(r, limit=limit, deadline=deadline, what=what, url=url))
     except _TooLarge:
       raise UserError(f"{what}: {redact(url)} sends more than {limit:,} bytes, far more than a dataset's list; it is not "
                       "one: check the source URL in the config") from None
@@ -179,19 +203,14 @@ def get_text(url: str, what: str, *, attempts: int = 5, backoff: float = 2.0, po
                       "check the URL, or download the dataset with mlcommons/r2-downloader and use a mirror directory")
     return body.decode("utf-8", errors="replace")
 
-  return with_retries(once, url, what, attempts=attempts, backoff=backoff, log=log, deadline=deadline,
-                      limit_s=policy.listing_deadline_s, hint=SLOW_LIST)
+  return with_retries(once, url, what, attempts=attempts, backoff=backoff, log=log, deadline=deadline)
 
 
-def with_retries(fn, url, what, *, attempts, backoff, log, deadline: float | None = None, limit_s: float = 0,
-                 hint: str = SLOW_FILE):
+def with_retries(fn, url, what, *, attempts, backoff, log, deadline: Deadline | None = None):
   """fn() until it returns, retrying NetworkError with exponential backoff; never past `deadline` (the reads check
   it between blocks; an alarm a second later is the backstop for a server that trickles its headers)."""
-  def late(last: str = "") -> UserError:
-    return UserError(f"{what}: {redact(url)} did not finish within {limit_s:g} s{last}; {hint}")
-
   try:
-    with _alarm(None if deadline is None else deadline - time.monotonic() + 1.0):
+    with _alarm(None if deadline is None else deadline.left_s() + 1.0):
       for attempt in range(1, attempts + 1):
         try:
           return fn()
@@ -200,12 +219,12 @@ def with_retries(fn, url, what, *, attempts, backoff, log, deadline: float | Non
             raise UserError(f"{what}: {redact(url)} failed {attempts} times, last: {e}; check the network and rerun the "
                             "same command (a partial download resumes)") from None
           wait = min(backoff * 2 ** (attempt - 1), 60.0)
-          if deadline is not None and time.monotonic() + wait > deadline:
-            raise late(f" (last: {e})") from None
+          if deadline is not None and wait > deadline.left_s():
+            raise deadline.late(what, url, f" (last: {e})") from None
           log(f"{what}: network error ({e}); retry {attempt}/{attempts - 1} in {wait:.0f} s")
           time.sleep(wait)
   except _Deadline:
-    raise late() from None
+    raise deadline.late(what, url) from None
 
 
 class _Deadline(BaseException):  # not an Exception: no library's `except Exception` swallows it
@@ -261,7 +280,7 @@ def download_file(url: str, dest: str | Path, *, md5: str | None, what: str | No
   part = part_path(dest, md5, url)
   drop_stale_parts(dest, part)
   first_offset = part.stat().st_size if part.exists() else 0
-  deadline = time.monotonic() + policy.deadline_s
+  deadline = policy.file_deadline()
   kept = " (what arrived is kept)"
 
   def once():
@@ -269,7 +288,7 @@ def download_file(url: str, dest: str | Path, *, md5: str | None, what: str | No
     headers = {"Range": f"bytes={offset}-"} if offset else {}
     try:
       with _session() as s, _open(s, url, headers=headers, follow=allow_redirects, policy=policy, deadline=deadline,
-                                  limit_s=policy.deadline_s, hint=SLOW_FILE, what=what) as r:
+                                  what=what) as r:
         if r.status_code == 416 and offset:  # nothing left to send: the part may already be whole
           total = _total_from_content_range(r.headers.get("Content-Range"))
           if total == offset:
@@ -282,8 +301,7 @@ def download_file(url: str, dest: str | Path, *, md5: str | None, what: str | No
           raise UserError(f"{what}: {redact(url)} announces {total:,} bytes, more than the {policy.max_file_bytes:,} allowed "
                           "(download.max_file_bytes); check the source in the config, or raise that bound")
         limit = (total if total is not None else policy.max_file_bytes) - offset
-        it = _blocks(r, limit=limit, deadline=deadline, limit_s=policy.deadline_s, hint=SLOW_FILE, what=what, url=url,
-                     kept=kept)
+        it = _blocks(r, limit=limit, deadline=deadline, what=what, url=url, kept=kept)
         head = next(it, b"")
         if offset == 0 and _looks_html(head, r.headers.get("Content-Type")) and not dest.name.endswith((".html", ".htm")):
           raise UserError(f"{what}: {redact(url)} sent an HTML page where data was expected (first bytes "
@@ -303,8 +321,7 @@ def download_file(url: str, dest: str | Path, *, md5: str | None, what: str | No
     except _net_errors() as e:  # not disk errors: those are OSError too
       raise NetworkError(redact(f"{type(e).__name__}: {e}")) from e
 
-  with_retries(once, url, what, attempts=attempts, backoff=backoff, log=log, deadline=deadline,
-               limit_s=policy.deadline_s)
+  with_retries(once, url, what, attempts=attempts, backoff=backoff, log=log, deadline=deadline)
   return finish_part(part, dest, md5=md5, source=redact(url), what=what, validate=validate, log=log,
                      extra={"resumed_from": first_offset})
 

@@ -250,13 +250,13 @@ def one_line_os_errors(dest: Path):
   try:
     yield
   except OSError as e:
-    err = write_error(e, dest)
+    err = download_write_error(e, dest)
     if err is None:
       raise
     raise err from None
 
 
-def write_error(e: OSError, dest: Path) -> UserError | None:
+def download_write_error(e: OSError, dest: Path) -> UserError | None:
   """A one-line UserError for a full disk or a permission problem while writing `dest`; None for other errors."""
   where = e.filename or dest
   if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):

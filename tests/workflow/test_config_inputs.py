@@ -21,11 +21,10 @@ def _config(**changes):
 
 def test_download_bounds_are_validated_and_reach_the_policy():
   validate_config(_config(download={"deadline_s": 30, "stall_s": 5, "max_file_bytes": 1000}), SCHEMA)
-  p = FetchPolicy.from_config({"deadline_s": 30, "stall_s": 5, "max_file_bytes": 1000})
+  p = FetchPolicy.bounded(deadline_s=30, stall_s=5, max_file_bytes=1000)
   assert (p.deadline_s, p.stall_s, p.max_file_bytes, p.listing_deadline_s) == (30, 5, 1000, 30)
-  # a download job's snakemake.config: `--config download={...}` as Snakemake hands it over, text
-  assert FetchPolicy.from_config({"deadline_s": "30", "stall_s": "5", "max_file_bytes": "1000"}) == p
-  assert FetchPolicy.from_config(None) == FetchPolicy()
+  # the bounds a config leaves out keep their defaults; the jobs get them from the plan (tests/workflow/test_plan.py)
+  assert FetchPolicy.bounded() == FetchPolicy() and FetchPolicy.bounded(stall_s=5).deadline_s == FetchPolicy.deadline_s
   with pytest.raises(UserError, match="'download.stall_s': 0 is less than or equal to the minimum of 0"):
     validate_config(_config(download={"stall_s": 0}), SCHEMA)
   with pytest.raises(UserError, match="unknown key 'download.timeout'"):

@@ -1,6 +1,8 @@
 """The workflow's one plan (mlperf_bert/plan.py, made by rules/common.smk): no rules file writes into `config` or
-rebinds a name another rules file binds, and make_plan gives the demo's, a rehearsal's and tinygrad's trainer's
-settings from the repository's config.yaml, with a bad platform or trainer setting one line. Seconds: no Snakemake."""
+rebinds a name another rules file binds, no job script reads Snakemake's `config` (each reads its rule's params), and
+make_plan gives the demo's, a rehearsal's and tinygrad's trainer's settings from the repository's config.yaml, with a
+bad platform or trainer setting one line. Seconds: no Snakemake."""
+import ast
 import copy
 import dataclasses
 import re
@@ -9,13 +11,15 @@ from pathlib import Path
 import pytest
 
 from mlperf_bert.config import safe_yaml, typed_config
+from mlperf_bert.data.http import FetchPolicy
 from mlperf_bert.errors import UserError
-from mlperf_bert.plan import make_plan
+from mlperf_bert.plan import make_plan, plan_workflow
 from mlperf_bert.train.rehearsal import RESOURCES as REHEARSAL_RESOURCES
 from mlperf_bert.train.tinygrad_source import PINNED_COMMIT
 
 REPO = Path(__file__).resolve().parents[2]
 RULES = sorted((REPO / "rules").glob("*.smk"))
+SCRIPTS = sorted((REPO / "workflow" / "scripts").glob("*.py"))
 WRITES = re.compile(r"\bconfig\s*\[[^\]]*\]\s*(?:[-+*/|&]?=(?!=))|\bdel\s+config\b|"
                     r"\bconfig\s*\.\s*(?:update|setdefault|pop|popitem|clear)\s*\(")
 # a binding of a rules file's namespace: any name at column 0, an UPPER_CASE name at any depth (in a try:/if: block;
@@ -60,6 +64,35 @@ def test_the_checks_catch_what_tinygrad_smk_once_did(tmp_path):
   assert WRITES.search(_code(old)[2]) and "RESOLVED" in _bindings(old) and "_train" not in _bindings(old)
   assert WRITES.search("    config.update(typed_config(config))") and WRITES.search("config.setdefault('x', 1)")
   assert not WRITES.search("    typed = typed_config(config)") and not WRITES.search('x = PLAN.config["sources"]')
+
+
+def _reads_config(source: str) -> list[int]:
+  """The lines of a job script that read Snakemake's config: `snakemake.config` or getattr(snakemake, "config")."""
+  lines = []
+  for node in ast.walk(ast.parse(source)):
+    if isinstance(node, ast.Attribute) and node.attr == "config" and isinstance(node.value, ast.Name) \
+        and node.value.id == "snakemake":
+      lines.append(node.lineno)
+    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr" \
+        and [type(a) for a in node.args[:2]] == [ast.Name, ast.Constant] and node.args[0].id == "snakemake" \
+        and node.args[1].value == "config":
+      lines.append(node.lineno)
+  return sorted(lines)
+
+
+def test_no_job_script_reads_snakemake_config():
+  """One road for a setting: a job reads what it needs from its rule's params, typed once by the plan; the config
+  as Snakemake hands it over holds `--config` values as text and is read by the plan alone."""
+  bad = [f"{p.relative_to(REPO)}:{n}" for p in SCRIPTS for n in _reads_config(p.read_text())]
+  assert not bad, "job scripts must read their rule's params, never snakemake.config: " + ", ".join(bad)
+
+
+def test_the_script_check_catches_what_the_jobs_once_did():
+  """The reads the params replaced: the download bounds, the submission's basedir, report_audit's second plan."""
+  assert _reads_config('policy = FetchPolicy.from_config(snakemake.config.get("download"))') == [1]
+  assert _reads_config('b = snakemake.config["basedir"]\nc = make_plan(typed_config(snakemake.config), REPO)') == [1, 2]
+  assert _reads_config('c = getattr(snakemake, "config")') == [1]
+  assert _reads_config('p = snakemake.params\nf(p.config, dict(snakemake.params.download))') == []
 
 
 def _config(**changes) -> dict:
@@ -108,6 +141,36 @@ def test_tinygrad_trainer_plan_widens_the_demo_eval(tmp_path):
   kept = make_plan(_config(trainer="tinygrad", tinygrad_source=str(tmp_path / "tg"),
                           train={"EVAL_BS": 125, "EVAL_SAMPLES": 10000}), REPO)
   assert kept.tinygrad_eval_note is None and kept.train == {"EVAL_BS": 125, "EVAL_SAMPLES": 10000}
+
+
+def test_download_bounds_are_typed_once_by_the_plan(tmp_path):
+  """`--config download={...}` arrives as text; plan_workflow types it, and the jobs get FetchPolicy's fields."""
+  assert FetchPolicy(**make_plan(_config(), REPO).download) == FetchPolicy()
+  raw = safe_yaml((REPO / "config.yaml").read_text(), "config.yaml")
+  raw["download"] = "{deadline_s: 30, stall_s: 5, max_file_bytes: 1000}"
+  plan = plan_workflow(raw, repo=REPO, workdir=tmp_path, configfiles=[], cli_config={"download": raw["download"]})
+  assert FetchPolicy(**plan.download) == FetchPolicy.bounded(deadline_s=30, stall_s=5, max_file_bytes=1000)
+  d = plan.download
+  assert (d["deadline_s"], d["listing_deadline_s"], d["max_file_bytes"]) == (30, 30, 1000)
+  assert raw["download"] == "{deadline_s: 30, stall_s: 5, max_file_bytes: 1000}"  # typed into a copy
+  raw["download"] = "{deadline_s: 0}"
+  with pytest.raises(UserError, match="'download.deadline_s': 0 is less than or equal to the minimum of 0"):
+    plan_workflow(raw, repo=REPO, workdir=tmp_path, configfiles=[], cli_config={})
+
+
+def test_the_checkpoint_and_the_preflight_are_planned():
+  """MLPerf's checkpoint is used where the config downloads it (never in a rehearsal); preflight: auto runs the check
+  on a closed platform with the checkpoint, true always, false never."""
+  demo = make_plan(_config(), REPO)
+  assert (demo.from_checkpoint, demo.preflight) == (False, False)
+  sources = {**_config()["sources"], "model.ckpt-28252.index": {"url": "x/model.ckpt-28252.index", "md5": None}}
+  closed = make_plan(_config(sources=sources, platform="tinybox_green"), REPO)
+  assert (closed.from_checkpoint, closed.preflight) == (True, True)
+  assert make_plan(_config(sources=sources), REPO).preflight is False  # the cpu platform is open division
+  assert make_plan(_config(sources=sources, platform="tinybox_green", preflight=False), REPO).preflight is False
+  assert make_plan(_config(preflight=True), REPO).preflight is True
+  rehearsal = make_plan(_config(sources=sources, platform="tinybox_green", rehearse=True), REPO)
+  assert (rehearsal.from_checkpoint, rehearsal.preflight) == (False, False)
 
 
 @pytest.mark.parametrize("changes, start, words", [

@@ -153,6 +153,23 @@ def test_dry_run_over_a_500_part_listing(server, tmp_path):
   assert seconds < 120, seconds  # wall time; measured 16-36 s on the shared 2-core machine
 
 
+def test_download_bounds_reach_the_jobs_through_their_params(server, tmp_path):
+  """`--config download={...}` (text, as Snakemake hands it over) reaches the download jobs as their rule's params,
+  typed once by the plan: a dataset's list trickling from the server ends at the 2 s given, not the 120 s default;
+  one line naming the list, nothing left at the target."""
+  cfg = _r2_config(tmp_path / "r2.yaml", server, "bert-demo-text")
+  server.faults["bert-demo-text.md5"] = "trickle"
+  t = time.monotonic()
+  r = snakemake(tmp_path, "--cores", "1", f"{BASE}/download/r2/bert-demo-text.md5", "--config",
+                "download={deadline_s: 2, stall_s: 1}", configfile=cfg, check=False, timeout=300)
+  out = r.stdout + r.stderr
+  assert r.returncode != 0 and "did not finish within 2 s; a dataset's list is a few kB" in out, out[-3000:]
+  log = (tmp_path / BASE / "logs" / "download" / "r2_bert-demo-text.log").read_text()
+  assert "did not finish within 2 s" in log and "Traceback" not in log + out, log
+  assert not (tmp_path / BASE / "download" / "r2" / "bert-demo-text.md5").exists()
+  print(f"snakemake with a trickling list: {time.monotonic() - t:.1f} s")
+
+
 def test_deterministic_download_failures_fail_once(tmp_path):
   cfg = yaml.safe_load((REPO / "config.yaml").read_text())
   cfg["sources"]["bert_config.json"]["md5"] = "0" * 32

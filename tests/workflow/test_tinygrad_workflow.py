@@ -1,8 +1,10 @@
-"""trainer: tinygrad in the DAG (rules/tinygrad.smk), without running a job: the four rules replace rule train, the
-demo's eval is widened to what train_bert asserts, and settings it cannot run stop the workflow in one line.
-The real run (snakemake all --config trainer=tinygrad tinygrad_source=PATH) takes minutes of tinygrad's compiles
-and is described, with its numbers, in docs/tinygrad-trainer.md."""
-import re
+"""trainer: tinygrad in the DAG (rules/tinygrad.smk): the four rules replace rule train, the demo's eval is widened
+to what train_bert asserts, and settings it cannot run stop the workflow in one line; of its jobs only the checkout
+runs here (on a small git checkout). The real run (snakemake all --config trainer=tinygrad tinygrad_source=PATH)
+takes minutes of tinygrad's compiles and is described, with its numbers, in docs/tinygrad-trainer.md."""
+import json, re, shutil, subprocess
+
+import yaml
 
 from workflow_helpers import snakemake
 
@@ -46,3 +48,31 @@ def test_missing_local_checkout_is_refused_at_planning(tmp_path):
   assert f"tinygrad_source {str(tmp_path / 'nowhere')!r}: {tmp_path / 'nowhere'} does not exist; give a tinygrad " \
          "checkout" in lines[0]
   assert "tinygrad_checkout" not in r.stdout
+
+
+def test_checkout_job_reads_its_source_from_the_plan_and_a_moved_one_reruns_nothing(tmp_path):
+  """rule tinygrad_checkout run for real on a small git checkout ({path, commit}): the job gets where the checkout is
+  from its rule's params (the plan's source, a param Snakemake does not compare), not from Snakemake's config; the
+  same checkout moved elsewhere plans nothing."""
+  src = tmp_path / "tg"
+  (src / "examples" / "mlperf").mkdir(parents=True)
+  (src / "examples" / "mlperf" / "model_train.py").write_text("print('train')\n")
+  git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+  for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "c"]):
+    subprocess.run(git + args, cwd=src, check=True, capture_output=True)
+  commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=src, capture_output=True, text=True).stdout.strip()
+
+  def config(where):
+    path = tmp_path / "tg.yaml"
+    path.write_text(yaml.safe_dump({"basedir": str(tmp_path / "base"), "trainer": "tinygrad",
+                                    "tinygrad_source": {"path": str(where), "commit": commit}}))
+    return path
+
+  target = str(tmp_path / "base" / "tinygrad" / "checkout.json")
+  snakemake(tmp_path, "--cores", "1", target, configfile=config(src))
+  rec = json.loads((tmp_path / "base" / "tinygrad" / "checkout.json").read_text())
+  assert rec["commit"] == commit and rec["source"] == "local checkout", rec
+  assert (tmp_path / "base" / "tinygrad" / "checkout" / "examples" / "mlperf" / "model_train.py").is_file()
+  shutil.move(src, tmp_path / "moved")
+  r = snakemake(tmp_path, "-n", "--cores", "1", target, configfile=config(tmp_path / "moved"))
+  assert "Nothing to be done" in r.stdout + r.stderr, r.stdout + r.stderr

@@ -7,4 +7,4 @@ with job_log(snakemake.log[0]):
     p, i = snakemake.params, snakemake.input
     # relative local sources are the repository's (REPO, never a param: a moved checkout would rerun)
     fetch(p.url, snakemake.output.file, md5=p.md5, path=p.path, listing=i.get("listing"), uri=i.get("uri"),
-          root=REPO, sidecar=True, policy=FetchPolicy.from_config(snakemake.config.get("download")))
+          root=REPO, sidecar=True, policy=FetchPolicy(**p.download))

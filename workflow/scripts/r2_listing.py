@@ -5,4 +5,4 @@ from mlperf_bert.data.r2 import fetch_listing
 
 with job_log(snakemake.log[0]):
     fetch_listing(snakemake.params.source, snakemake.output.listing, snakemake.output.uri,
-                  root=REPO, policy=FetchPolicy.from_config(snakemake.config.get("download")))
+                  root=REPO, policy=FetchPolicy(**snakemake.params.download))

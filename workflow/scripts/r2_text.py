@@ -6,4 +6,4 @@ from mlperf_bert.data.r2 import fetch_text_file
 with job_log(snakemake.log[0]):
     fetch_text_file(snakemake.input.listing, snakemake.input.uri, snakemake.wildcards.name, snakemake.output[0],
                     dataset=snakemake.params.dataset, root=REPO,
-                    policy=FetchPolicy.from_config(snakemake.config.get("download")))
+                    policy=FetchPolicy(**snakemake.params.download))

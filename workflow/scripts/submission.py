@@ -10,7 +10,7 @@ with job_log(snakemake.log[0]):
     # provenance records), not this `snakemake submission`.
     rec = build_package(p.out, logs=list(snakemake.input.logs), org=snakemake.wildcards.org, ruleset=p.ruleset,
                         command=provenance_command(snakemake.input.provenance,
-                                                   fallback=recorded_command(snakemake.config["basedir"])),
+                                                   fallback=recorded_command(p.basedir)),
                         system_overrides=read_system_json(REPO / p.system_json, missing_ok=True),
                         score_path=snakemake.output.score)
     pc = rec["package_checker"]
