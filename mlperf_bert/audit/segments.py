@@ -260,8 +260,10 @@ def reexecute_segments(audit: Audit, base: Path, logs: list[Path], hasher: Calla
       continue
     cut = (f"; not redone: {len(segs) - len(done)} segment(s), the process was stopped at the end of its share"
            if stopped else "")
+    kinds = list(dict.fromkeys(x for _, x in done))  # each segment's own finding, once each
+    seen = kinds[0] if len(kinds) == 1 else "; ".join(f"{s.start}-{s.end} {x}" for s, x in done)
     audit.add("PASS", CHECK, rel, f"{len(done)} of {len(segs)} training segments (drawn with seed {seed}; steps "
               f"{', '.join(f'{s.start}-{s.end}' for s, _ in done)}) trained again from the kept states with the "
-              f"trainer's own step: {done[0][1]}; {share}; {catch_chance(len(done), len(segs))}{cut}")
+              f"trainer's own step: {seen}; {share}; {catch_chance(len(done), len(segs))}{cut}")
   from mlperf_bert.audit.times import check_times
   check_times(audit, base, [s for log in logs for s in plans[log]], here)
