@@ -22,7 +22,8 @@ from mlperf_bert.data.extract import topics as manifest_topics
 from mlperf_bert.errors import UserError
 from mlperf_bert.plan import make_plan
 from mlperf_bert.snakejob import lock_basedir, record_command
-from mlperf_bert.train.hparams import rule_params, train_gpus
+from mlperf_bert.train.hparams import rule_params
+from mlperf_bert.train.resources import train_gpus
 from mlperf_bert.urls import refuse_url_credentials
 
 min_version("9.0")
