@@ -12,7 +12,7 @@ from mlperf_bert.config import safe_yaml, typed_config
 from mlperf_bert.errors import UserError
 from mlperf_bert.plan import make_plan
 from mlperf_bert.train.rehearsal import RESOURCES as REHEARSAL_RESOURCES
-from mlperf_bert.train.tinygrad_source import PINNED_COMMIT
+from mlperf_bert.train.tinygrad_trainer.source import PINNED_COMMIT
 
 REPO = Path(__file__).resolve().parents[2]
 RULES = sorted((REPO / "rules").glob("*.smk"))
