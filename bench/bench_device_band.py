@@ -40,7 +40,7 @@ def child(record: str, name: str, n: int, out: str) -> None:
   over, env, ndev = CONFIGS[name]
   rec = read_record(record)
   s = Settings.from_dict({**rec["hparams"], **over})
-  export_tinygrad_env(s, os.environ, libraries=env)
+  export_tinygrad_env(s, os.environ); os.environ.update(env)
   from mlperf_bert.data.shards import Shard
   from mlperf_bert.train.evaluation import eval_inputs
   from mlperf_bert.train.evidence import load_final_weights

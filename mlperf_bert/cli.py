@@ -419,12 +419,10 @@ def _cmd_compare(a) -> int:
 
 def _cmd_reexecute(a) -> int:
   # the worker exports the run's tinygrad settings (search off) before it imports tinygrad: nothing above imports it
-  if a.command == "reexecute-eval": from mlperf_bert.train.evidence import reexecute_eval as work
-  else: from mlperf_bert.train.segment import reexecute_segment as work
+  from mlperf_bert.train import evidence, segment
+  work = evidence.reexecute_eval if a.command == "reexecute-eval" else segment.reexecute_segment
   emit = lambda obj: print(json.dumps(obj), flush=True)
-  request = json.loads(Path(a.request).read_text())
-  try:
-    return work(request, emit)
+  try: return work(json.loads(Path(a.request).read_text()), emit)
   except (UserError, KeyError, TypeError, ValueError) as e:
     emit({"error": str(e) if isinstance(e, UserError) else f"{type(e).__name__}: {e}"})
     return 1

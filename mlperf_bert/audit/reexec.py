@@ -98,8 +98,8 @@ def run_worker(command: str, request: dict, deadline: float | None) -> tuple[lis
 
 def reeval_sample(record: Path, indices: list[int], ev: dict, deadline: float | None, eval_set: Path,
                   searched: bool = False) -> tuple[dict, list[dict], str, bool]:
-  """The re-execution process (python -m mlperf_bert reexecute-eval: train/evidence.py) on `eval_set`, stopped with its process group
-  at `deadline`: (devices used, batch lines with their near ties, error, stopped)."""
+  """The re-execution process (python -m mlperf_bert reexecute-eval: train/evidence.py) on `eval_set`, stopped with
+  its process group at `deadline`: (devices used, batch lines with their near ties, error, stopped)."""
   lines, tail, stopped = run_worker("reexecute-eval",
                                     {"record": str(record.resolve()), "indices": indices, "device": ev.get("device"),
                                      "devices": ev.get("devices", 1), "eval_set": str(eval_set.resolve()),

@@ -281,8 +281,8 @@ class TrainRun:
 
   def _publish(self, status: str, accs: list[tuple[int, float]], trainer: ModelTrainer):
     """The result log and, beside it, the train record of what this process read and wrote (train/record.py) with
-    the final weights (train/evidence.py) and the last eval's batches (train/evaluation.py); the run is complete, so nothing is left to
-    resume."""
+    the final weights (train/evidence.py) and the last eval's batches (train/evaluation.py); the run is complete,
+    so nothing is left to resume."""
     i = self.inputs
     weights = weights_path(i.log)  # written first: a log never stands without its record, nor a record without them
     final = save_final_weights(trainer, weights, record_path(i.log).parent) if self.last_eval else None
