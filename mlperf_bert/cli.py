@@ -4,8 +4,8 @@ Every subcommand is defined here, grouped by wing (data, train, audit), then the
 (`reexecute-eval`, `reexecute-segment`: the processes a basedir audit starts to redo part of a run). Each handler
 parses nothing itself: it calls one function of the package and turns its result into output and an exit code (0
 success, 1 a check failed, 2 a usage or input error, printed as one line; a worker's failure is its {"error"} line
-and exit 1). Wing modules are imported inside the handlers,
-so `python -m mlperf_bert shard` does not load tinygrad, and `train` does not load tokenizers.
+and exit 1). Wing modules are imported inside the handlers, so `python -m mlperf_bert shard` does not load tinygrad,
+and `train` does not load tokenizers.
 """
 from __future__ import annotations
 import argparse, json, os, sys
