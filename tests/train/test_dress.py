@@ -154,12 +154,13 @@ def test_bad_input_is_one_line_and_writes_nothing(args, says, tmp_path, capsys):
 
 
 def test_a_target_whose_compiler_is_absent_says_what_to_install(monkeypatch):
-  monkeypatch.setattr(dress, "LLVM_CANDIDATES", ())
+  from mlperf_bert.train.dress import compilers
+  monkeypatch.setattr(compilers, "LLVM_CANDIDATES", ())
   with pytest.raises(UserError, match=r"install Debian's libllvm19 .*setup.sh dress"):
     dress.find_compiler("AMDLLVM", "AMDLLVM:gfx1100", {})
   with pytest.raises(UserError, match="NVRTC_PATH=/nowhere/libnvrtc.so.12 is not a file"):
     dress.find_compiler("CUDA", "CUDA:sm_89", {"NVRTC_PATH": "/nowhere/libnvrtc.so.12"})
-  monkeypatch.setattr(dress.importlib.util, "find_spec", lambda name: None)
+  monkeypatch.setattr(compilers.importlib.util, "find_spec", lambda name: None)
   with pytest.raises(UserError, match=r"setup.sh dress.*nvidia-cuda-nvrtc-cu12"):
     dress.find_compiler("CUDA", "CUDA:sm_89", {})
 
