@@ -34,15 +34,16 @@ CONFIGS = {  # name: (settings overrides, extra environment, devices)
 
 
 def child(record: str, name: str, n: int, out: str) -> None:
-  from mlperf_bert.train.hparams import tinygrad_env
+  from mlperf_bert.train.environment import export_tinygrad_env
   from mlperf_bert.train.record import read_record
   from mlperf_bert.train.settings import Settings
   over, env, ndev = CONFIGS[name]
   rec = read_record(record)
   s = Settings.from_dict({**rec["hparams"], **over})
-  os.environ.update(tinygrad_env(s)); os.environ.update(env)
+  export_tinygrad_env(s, os.environ); os.environ.update(env)
   from mlperf_bert.data.shards import Shard
-  from mlperf_bert.train.evidence import eval_inputs, load_final_weights
+  from mlperf_bert.train.evaluation import eval_inputs
+  from mlperf_bert.train.evidence import load_final_weights
   from mlperf_bert.train import trainer as trainer_module
   from mlperf_bert.train.trainer import ModelTrainer, devices_for, model_config
   from tinygrad import dtypes

@@ -23,7 +23,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 from machine import describe, machine  # noqa: E402
-from mlperf_bert.train.hparams import load_platform, resolve, tinygrad_env  # noqa: E402
+from mlperf_bert.train.environment import export_tinygrad_env  # noqa: E402
+from mlperf_bert.train.hparams import load_platform, resolve  # noqa: E402
 
 COMMON = {"BS": 8, "CPU_THREADS": False, "DECODER_BLOCK": 0, "LAST_LAYER_ROWS": False}
 CONFIGS = {"1dev-fp32": {"GPUS": 1}, "2dev-fp32": {"GPUS": 2},
@@ -75,7 +76,7 @@ def parse_debug_lines(text: str) -> list[tuple[str, str, float]]:
 
 def child(name: str, n_steps: int, over: dict) -> dict:
   hp = hparams(name, over)
-  os.environ.update(tinygrad_env(hp))  # before tinygrad is imported
+  export_tinygrad_env(hp, os.environ)  # before tinygrad is imported
   import numpy as np
   from tinygrad import Tensor
   from tinygrad.helpers import Context

@@ -120,7 +120,8 @@ def main():
     sys.exit(f"bench_step_vs_tinygrad.py: {co}: no examples/mlperf/model_train.py; pass a tinygrad work tree "
              f"(git -C <mirror> archive <commit> | tar -x -C DIR)")
   sys.path.insert(0, str(REPO))
-  from mlperf_bert.train.hparams import load_platform, resolve, tinygrad_env
+  from mlperf_bert.train.environment import tinygrad_env
+  from mlperf_bert.train.hparams import load_platform, resolve
   sys.path.insert(0, str(REPO / "bench"))
   from machine import describe, machine
   tg_env = tinygrad_env(resolve(load_platform(REPO / "profiles" / "cpu" / "platform.yaml"), {}))

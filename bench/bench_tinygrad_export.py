@@ -16,7 +16,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 from machine import describe, machine  # noqa: E402
-from mlperf_bert.train.tinygrad_trainer import export  # noqa: E402
+from mlperf_bert.train.tinygrad_trainer.export import export  # noqa: E402
 
 
 def main() -> None:

@@ -10,7 +10,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from mlperf_bert.train.hparams import load_platform, resolve, tinygrad_env
+from mlperf_bert.train.environment import export_tinygrad_env
+from mlperf_bert.train.hparams import load_platform, resolve
 
 
 def main():
@@ -28,7 +29,7 @@ def main():
   settings = resolve(load_platform(REPO / "profiles" / a.platform / "platform.yaml"), over, seed=0,
                      eval_examples=len(ev))
   hp = settings.as_dict()
-  os.environ.update(tinygrad_env(settings))
+  export_tinygrad_env(settings, os.environ)
   from mlperf_bert.train.inputs import RunInputs
   from mlperf_bert.train.evaluation import evaluate
   from mlperf_bert.train.run import TrainRun

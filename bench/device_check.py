@@ -30,7 +30,8 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 from machine import describe, machine  # noqa: E402
-from mlperf_bert.train.hparams import load_platform, resolve, tinygrad_env  # noqa: E402
+from mlperf_bert.train.environment import tinygrad_env  # noqa: E402
+from mlperf_bert.train.hparams import load_platform, resolve  # noqa: E402
 
 SEQ, PRED = 512, 76   # the shapes of train_bert's fake data (examples/mlperf/helpers.py get_fake_data_bert)
 STEP_LINE = re.compile(r"^\s*(\d+)\s+([\d.]+) ms run,", re.M)   # the step line both trainers print

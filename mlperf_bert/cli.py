@@ -1,9 +1,11 @@
 """`python -m mlperf_bert SUBCOMMAND ...`: the command line; the workflow's rules call the same functions.
 
-Every subcommand is defined here, grouped by wing (data, train, audit). Each handler parses nothing itself:
-it calls one function of the package and turns its result into output and an exit code (0 success, 1 a
-check failed, 2 a usage or input error, printed as one line). Wing modules are imported inside the handlers,
-so `python -m mlperf_bert shard` does not load tinygrad, and `train` does not load tokenizers.
+Every subcommand is defined here, grouped by wing (data, train, audit), then the audit's internal workers
+(`reexecute-eval`, `reexecute-segment`: the processes a basedir audit starts to redo part of a run). Each handler
+parses nothing itself: it calls one function of the package and turns its result into output and an exit code (0
+success, 1 a check failed, 2 a usage or input error, printed as one line; a worker's failure is its {"error"} line
+and exit 1). Wing modules are imported inside the handlers, so `python -m mlperf_bert shard` does not load tinygrad,
+and `train` does not load tokenizers.
 """
 from __future__ import annotations
 import argparse, json, os, sys
@@ -201,7 +203,7 @@ def _cmd_train(a) -> int:
     raise UserError(f"--benchmark with --phase {a.phase}: a benchmark has no INIT or RUN phase; drop one of them")
   # the platform's tinygrad settings (DEV, BEAM, DEFAULT_FLOAT, ...) go into the environment before tinygrad is
   # imported, which reads them at import; nothing above this line imports it
-  from mlperf_bert.train.hparams import export_tinygrad_env
+  from mlperf_bert.train.environment import export_tinygrad_env
   from mlperf_bert.train.phases import command_settings
   settings = command_settings(a.platform_file, _parse_set(a.set) if a.set is not None else None, a.seed, a.eval,
                               settings_file=a.settings)
@@ -413,6 +415,29 @@ def _cmd_compare(a) -> int:
   return 0
 
 
+# ---------------------------------------------------------------------------------------------------- the audit's workers
+
+def _cmd_reexecute(a) -> int:
+  # the worker exports the run's tinygrad settings (search off) before it imports tinygrad: nothing above imports it
+  from mlperf_bert.train import evidence, segment
+  work = evidence.reexecute_eval if a.command == "reexecute-eval" else segment.reexecute_segment
+  emit = lambda obj: print(json.dumps(obj), flush=True)
+  try: return work(json.loads(Path(a.request).read_text()), emit)
+  except (UserError, KeyError, TypeError, ValueError) as e:
+    emit({"error": str(e) if isinstance(e, UserError) else f"{type(e).__name__}: {e}"})
+    return 1
+
+
+def _add_workers(sub) -> None:
+  from mlperf_bert.train import evidence, segment
+  for name, mod, what in (("reexecute-eval", evidence, "evaluate batches of a run's last eval on its final weights"),
+                          ("reexecute-segment", segment, "train a run's segment between two kept states again")):
+    p = sub.add_parser(name, help=f"the audit's internal worker: {what} (JSON lines on standard output)",
+                       description=mod.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("request", help="REQUEST.json, as the audit writes it (audit/reexec.py run_worker)")
+    p.set_defaults(func=_cmd_reexecute)
+
+
 # ---------------------------------------------------------------------------------------------------- main
 
 def build_parser() -> argparse.ArgumentParser:
@@ -423,6 +448,7 @@ def build_parser() -> argparse.ArgumentParser:
   _add_train(sub)
   _add_dress(sub)
   _add_audit(sub)
+  _add_workers(sub)
   return p
 
 

@@ -21,12 +21,13 @@ from mlperf_bert.data import r2
 from mlperf_bert.data.download import MANIFEST
 from mlperf_bert.data.http import FetchPolicy
 from mlperf_bert.errors import UserError
-from mlperf_bert.train.hparams import load_platform, resolve, train_resources
+from mlperf_bert.train.hparams import load_platform, resolve
 from mlperf_bert.train.rehearsal import RESOURCES as REHEARSAL_RESOURCES, rehearsal_notes, rehearsal_settings
 from mlperf_bert.train.rehearsal import check_overrides as check_rehearsal_overrides
+from mlperf_bert.train.resources import train_resources
 from mlperf_bert.train.settings import Settings
-from mlperf_bert.train.tinygrad_source import Source, check_local, parse_source
-from mlperf_bert.train.tinygrad_trainer import check_settings, eval_overrides
+from mlperf_bert.train.tinygrad_trainer.checks import check_settings, eval_overrides
+from mlperf_bert.train.tinygrad_trainer.source import Source, check_local, parse_source
 from mlperf_bert.urls import refuse_url_credentials
 
 TEXT_TARBALL = "results_text.tar.gz"

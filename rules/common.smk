@@ -19,7 +19,8 @@ from mlperf_bert.data.shard_header import VERSION as SHARD_FORMAT
 from mlperf_bert.errors import UserError
 from mlperf_bert.plan import plan_workflow
 from mlperf_bert.snakejob import lock_basedir, record_command
-from mlperf_bert.train.hparams import rule_params, train_gpus
+from mlperf_bert.train.hparams import rule_params
+from mlperf_bert.train.resources import train_gpus
 
 min_version("9.0")
 

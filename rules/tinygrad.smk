@@ -1,7 +1,7 @@
 # 6'. trainer: tinygrad — tinygrad's own examples/mlperf/model_train.py on this workflow's data (instead of rule
 # train of rules/train.smk; docs/tinygrad-trainer.md). The checkout is brought into the basedir and verified
-# (mlperf_bert/train/tinygrad_source.py); the shards and eval set are exported as tinygrad's loader reads them and the
-# initial weights as the TF checkpoint train_bert loads (mlperf_bert/train/tinygrad_trainer.py); then train_bert's
+# (mlperf_bert/train/tinygrad_trainer/source.py); the shards and eval set are exported as tinygrad's loader reads them and the
+# initial weights as the TF checkpoint train_bert loads (mlperf_bert/train/tinygrad_trainer/export.py, checkpoint.py); then train_bert's
 # INIT and RUN processes, as run_and_time.sh runs them, write result_bert_<seed>.log with its train record.
 # Everything of this trainer lives under {basedir}/tinygrad/; nothing else of the workflow reads it. Its settings are
 # the plan's (rules/common.smk PLAN: the trainer, its source, the `train` overrides with the eval train_bert needs).

@@ -212,7 +212,7 @@ def main() -> int:
   a = ap.parse_args()
   sys.path.insert(0, str(REPO))
   from mlperf_bert.cli import _parse_set
-  from mlperf_bert.train.dress_report import tinygrad_prediction
+  from mlperf_bert.train.dress.report import tinygrad_prediction
   from mlperf_bert.train.hparams import load_platform, resolve
   over = _parse_set(a.set)
   s = resolve(load_platform(REPO / "profiles" / a.platform / "platform.yaml"), over)

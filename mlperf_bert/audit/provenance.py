@@ -133,7 +133,7 @@ def load_profile(repo_dir: str | os.PathLike, platform: str) -> dict[str, Any] |
 
 def trainer_entry(trainer: dict, checkout_records: Iterable[str | os.PathLike] = ()) -> dict[str, Any]:
   """The provenance's `trainer`: the workflow's {name, commit, source} with the git tree the checkout rule verified
-  (tinygrad/checkout.json; mlperf_bert/train/tinygrad_source.py)."""
+  (tinygrad/checkout.json; mlperf_bert/train/tinygrad_trainer/source.py)."""
   out = dict(trainer)
   for p in checkout_records:
     rec = json.loads(Path(p).read_text())

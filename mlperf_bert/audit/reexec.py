@@ -6,9 +6,10 @@ Records can be rewritten by whoever holds the tree; work cannot be faked without
     process of its own (audit/rebuild.py), and compares the bytes with the files on disk: shards are deterministic;
   - evaluates a random sample of the last eval's batches of the tree's own eval set (eval/eval.shard, whatever path
     the record names) on the final weights the train process saved (result_bert_<seed>.final.safetensors) with the
-    trainer's own eval step (train/evidence.py, in a process of its own that exports the run's tinygrad settings
-    first, with its own search settings: BEAM 0, whatever the record says), and compares each batch's counts with
-    those the train record holds, which must in turn give the log's last eval_accuracy.
+    trainer's own eval step (`python -m mlperf_bert reexecute-eval`: train/evidence.py, in a process of its own that
+    exports the run's tinygrad settings first, with its own search settings: BEAM 0, whatever the record says), and
+    compares each batch's counts with those the train record holds, which must in turn give the log's last
+    eval_accuracy.
 The sample is drawn from a seed taken at audit time (os.urandom through `secrets`, or --reexecute-seed to repeat a
 draw) that is printed in the table, so a forger cannot know which part will be redone. The budget (audit/bounded.py)
 is seconds or a coverage. Seconds are a hard bound: the eval set and the shards are rebuilt in the drawn order until
@@ -44,7 +45,7 @@ from mlperf_bert.audit.rows import Audit
 from mlperf_bert.errors import UserError
 
 __all__ = ["DEFAULT_BUDGET_S", "PARTS", "REL_EPS", "Budget", "batches_agree", "catch_chance", "draw_order", "draw_seed",
-           "rebuild_shard", "reexecute", "reexecute_data", "reexecute_eval", "run_module"]
+           "rebuild_shard", "reexecute", "reexecute_data", "reexecute_eval", "run_worker"]
 
 CHECK = "re-execution"
 DEFAULT_BUDGET_S = 300.0
@@ -81,9 +82,10 @@ def batches_agree(recorded: list[float], got: list[float], near: list[float] | N
           f"{rc:g}/{rt:g} ({ra:.6f}){band}")
 
 
-def run_module(module: str, request: dict, deadline: float | None) -> tuple[list[dict], str, bool]:
-  """`python -m <module> REQUEST.json` (one of the trainer's re-execution processes) with this package first on its
-  path, stopped with its process group at `deadline`: run_json_lines' (JSON lines, stderr tail, stopped)."""
+def run_worker(command: str, request: dict, deadline: float | None) -> tuple[list[dict], str, bool]:
+  """`python -m mlperf_bert <command> REQUEST.json` (one of the audit's workers: reexecute-eval, reexecute-segment)
+  with this package first on its path, stopped with its process group at `deadline`: run_json_lines' (JSON lines,
+  stderr tail, stopped)."""
   with tempfile.TemporaryDirectory(prefix="mlperf-bert-reexec-") as tmp:
     req = Path(tmp) / "request.json"
     req.write_text(json.dumps(request))
@@ -91,14 +93,14 @@ def run_module(module: str, request: dict, deadline: float | None) -> tuple[list
     root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env.setdefault("PARALLEL", "0")  # tinygrad compiles in this process, not a pool: the same kernels, 30 % less CPU
-    return run_json_lines([sys.executable, "-m", module, str(req)], env, deadline)
+    return run_json_lines([sys.executable, "-m", "mlperf_bert", command, str(req)], env, deadline)
 
 
 def reeval_sample(record: Path, indices: list[int], ev: dict, deadline: float | None, eval_set: Path,
                   searched: bool = False) -> tuple[dict, list[dict], str, bool]:
-  """The re-execution process (python -m mlperf_bert.train.evidence) on `eval_set`, stopped with its process group
-  at `deadline`: (devices used, batch lines with their near ties, error, stopped)."""
-  lines, tail, stopped = run_module("mlperf_bert.train.evidence",
+  """The re-execution process (python -m mlperf_bert reexecute-eval: train/evidence.py) on `eval_set`, stopped with
+  its process group at `deadline`: (devices used, batch lines with their near ties, error, stopped)."""
+  lines, tail, stopped = run_worker("reexecute-eval",
                                     {"record": str(record.resolve()), "indices": indices, "device": ev.get("device"),
                                      "devices": ev.get("devices", 1), "eval_set": str(eval_set.resolve()),
                                      "rel_eps": rel_eps(ev.get("float_type")), "searched": searched}, deadline)
@@ -162,7 +164,7 @@ def reexecute_eval(audit: Audit, base: Path, log: Path, seed: int, budget: Budge
   on the final weights and the tree's own eval set, gives the record's counts. eval_proven False (the eval set is
   not what eval.txt gives): nothing is evaluated on it."""
   from mlperf_bert.audit.chain import logged_accuracies
-  from mlperf_bert.train.evidence import EvalBatch, eval_accuracy
+  from mlperf_bert.train.evaluation import EvalBatch, eval_accuracy
   from mlperf_bert.train.record import read_record, record_path
   rel, rp = str(log.relative_to(base)), record_path(log)
   try:

@@ -19,7 +19,7 @@ relabelled, fewer steps claimed) then FAILs.
 
 Time. Each segment's logged time (run_start, or the eval_stop of its first step, to the eval_start of its last) must
 be at least its floor:
-  - the roofline: its steps' matmul FLOPs (train/dress_report.py step_flops) at the published peak of the GPU card
+  - the roofline: its steps' matmul FLOPs (train/dress/report.py step_flops) at the published peak of the GPU card
     the platform names (DRESS_TARGET, recorded in the train record), on every machine;
   - on CPU devices: the steps' CPU seconds over the run machine's cores (a machine cannot give its processes more
     CPU seconds a second than it has cores, whatever else runs on it; runs of one tree logged at the same time on
@@ -39,7 +39,7 @@ from typing import Callable
 import numpy as np
 
 from mlperf_bert.audit.bounded import Budget
-from mlperf_bert.audit.reexec import CHECK, NOT_REEXECUTABLE, RETRAIN, catch_chance, draw_order, run_module, \
+from mlperf_bert.audit.reexec import CHECK, NOT_REEXECUTABLE, RETRAIN, catch_chance, draw_order, run_worker, \
   train_search
 from mlperf_bert.audit.rows import Audit
 from mlperf_bert.errors import UserError
@@ -167,9 +167,9 @@ def plan_log(audit: Audit, base: Path, log: Path, hasher: Callable) -> list[Segm
 
 # ------------------------------------------------------------------------------------------------ re-execution
 def redo_segment(seg: Segment, deadline: float | None) -> tuple[dict, list[dict], dict | None, str, bool]:
-  """Train the segment again (train/segment.py), its process group stopped at `deadline`: (devices line, step lines,
-  comparison or None, error, stopped)."""
-  lines, tail, stopped = run_module("mlperf_bert.train.segment",
+  """Train the segment again (`python -m mlperf_bert reexecute-segment`: train/segment.py), its process group stopped
+  at `deadline`: (devices line, step lines, comparison or None, error, stopped)."""
+  lines, tail, stopped = run_worker("reexecute-segment",
                                     {"record": str(seg.record.resolve()), "from": seg.start, "to": seg.end,
                                      "device": str(seg.hparams.get("DEV", "CPU")).split(":")[0],
                                      "devices": int(seg.hparams.get("GPUS", 1))}, deadline)

@@ -5,7 +5,7 @@ physically do.
 
 Floors of a segment of n steps (its logged time: run_start, or the eval_stop of the kept state it starts from, to the
 eval_start of its last step):
-  - roofline: n x a step's matmul FLOPs (train/dress_report.py step_flops, of the record's model, batch, sequence and
+  - roofline: n x a step's matmul FLOPs (train/dress/report.py step_flops, of the record's model, batch, sequence and
     predictions) at the devices' published dense fp16 peak (the card of the GPU target the train record names);
   - CPU devices: the CPU seconds of its steps over the run machine's cores. They are what the train process recorded
     for the steps before each kept state; on a machine of the run's kind they are checked against the least CPU
@@ -34,7 +34,7 @@ def roofline_step_s(seg) -> tuple[float, str] | None:
   """(seconds, card name) of one train step at the card's peak, or None (no known card, no model on record)."""
   from mlperf_bert.data.shards import Shard
   from mlperf_bert.errors import UserError
-  from mlperf_bert.train.dress_report import CARDS, step_flops
+  from mlperf_bert.train.dress.report import CARDS, step_flops
   card = CARDS.get(str(seg.machine.get("gpu_target")))
   if card is None: return None
   hp = seg.hparams

@@ -1,89 +1,42 @@
-"""What a finished run leaves so that an audit can re-execute part of it: the final weights and the per-batch counts
-of its last eval.
+"""What a finished run leaves so that an audit can re-execute part of it, and the audit's re-execution of its last
+eval: the final weights, and the last eval's batches evaluated again on them.
 
-    batches = run_eval(trainer, eval_shard, s.eval, evals_done)       # [EvalBatch(correct, total, accuracy), ...]
-    acc = eval_accuracy(batches, s.eval.metric)                        # the number the log's eval_accuracy says
-    entry = save_final_weights(trainer, weights_path(log), meta)      # result_bert_<seed>.final.safetensors
+    entry = save_final_weights(trainer, weights_path(log), folder)    # result_bert_<seed>.final.safetensors
     reeval(record_path, indices, devices, rel_eps) -> [(i, EvalBatch, near ties)]  # the audit's side (own process)
-
-The eval runs each batch through the trainer's own jitted eval step (ModelTrainer.evaluate) and keeps, per batch,
-the three numbers it returns: correct and total (masked-LM weights; EVAL_METRIC pooled sums them) and tinygrad's
-per-batch accuracy (EVAL_METRIC tinygrad averages them). `eval_accuracy` is the only place either metric is
-computed from them, so the train run and the audit cannot disagree about the formula. Reading the counts changes
-nothing the run computes (.item() of values the step realized anyway).
+    reexecute_eval(request, emit)                                     # `python -m mlperf_bert reexecute-eval REQUEST.json`
 
 The weights are the model's tensors only (no optimizer state), named as the model's state_dict, in safetensors
-(no pickle), written atomically; bfloat16 is stored as float32 (exact) and cast back on load.
+(no pickle), written atomically; bfloat16 is stored as float32 (exact) and cast back on load. The last eval's
+per-batch counts are the train record's `last_eval` (train/evaluation.py, which computes the metric for both sides).
 
-`python -m mlperf_bert.train.evidence REQUEST.json` is the audit's re-execution: it reads the request (the train
-record, the batches to evaluate, the devices, the tree's eval set), exports the run's tinygrad settings before importing
-tinygrad (as the train job does) but its own kernel search settings (`audit_settings`: BEAM 0, whatever the record
-says: a search of every kernel takes minutes to hours where the run's GPU box took seconds) and prints one JSON line
-of the batches' counts.
+`python -m mlperf_bert reexecute-eval REQUEST.json` (cli.py; audit/reexec.py starts it) is the audit's re-execution:
+it reads the request (the train record, the batches to evaluate, the devices, the tree's eval set), exports the run's
+tinygrad settings before importing tinygrad (as the train job does) but its own kernel search settings
+(`audit_settings`: BEAM 0, whatever the record says: a search of every kernel takes minutes to hours where the run's
+GPU box took seconds) and prints one JSON line of the batches' counts.
 """
 from __future__ import annotations
-import dataclasses, json, os, sys
+import os
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator, MutableMapping
 
 import numpy as np
 
 from mlperf_bert.errors import UserError
+from mlperf_bert.train.environment import export_tinygrad_env
+from mlperf_bert.train.evaluation import EvalBatch, eval_inputs
+from mlperf_bert.train.settings import Settings
 
 WEIGHTS_SUFFIX = ".final.safetensors"
 # the re-execution's own kernel search settings, whatever the record says (BEAM 0: tinygrad's default kernels)
 SEARCH_OFF = {"BEAM": 0, "TRAIN_BEAM": 0, "EVAL_BEAM": 0}
-SEARCH_OFF_ENV = {"BEAM": "0", "JITBEAM": "0"}  # JITBEAM: tinygrad's jit reads it before BEAM
 WEIGHTS_FORMAT = "mlperf-bert-final-weights-1"
-
-
-@dataclasses.dataclass(frozen=True)
-class EvalBatch:
-  correct: float
-  total: float
-  accuracy: float
-
-  def as_list(self) -> list[float]:
-    return [self.correct, self.total, self.accuracy]
 
 
 def weights_path(log_path: str | os.PathLike) -> Path:
   """result_bert_0.log -> result_bert_0.final.safetensors (beside the log)."""
   p = Path(log_path)
   return p.with_name((p.name[:-len(".log")] if p.name.endswith(".log") else p.name) + WEIGHTS_SUFFIX)
-
-
-# ------------------------------------------------------------------------------------------------ the eval
-def eval_inputs(shard, e, evals_done: int) -> Iterator[tuple[dict[str, np.ndarray], np.ndarray]]:
-  """(batch, row mask) of the eval after `evals_done` earlier evals, in order: tinygrad's wrapping window of
-  MAX_EVAL_STEPS batches (EVAL_METRIC tinygrad) or the first EVAL_SAMPLES rows (pooled). `e`: EvalSettings."""
-  from mlperf_bert.data.loader import eval_batches, eval_window
-  if e.metric == "tinygrad":
-    n, bs = e.max_steps, e.batch_size
-    ones = np.ones(bs, np.float32)
-    return ((b, ones) for b in eval_window(shard, bs, n, (evals_done * n * bs) % len(shard)))
-  return eval_batches(shard, e.batch_size, e.samples)
-
-
-def run_eval(trainer, shard, e, evals_done: int, only: set[int] | None = None) -> list[tuple[int, EvalBatch]]:
-  """Each batch of the eval (or of `only` these indices) through trainer.evaluate: [(index, EvalBatch)]."""
-  out = []
-  for i, (b, mask) in enumerate(eval_inputs(shard, e, evals_done)):
-    if only is not None and i not in only: continue
-    c, t, a = trainer.evaluate(b, mask)
-    out.append((i, EvalBatch(c.item(), t.item(), a.item())))
-  return out
-
-
-def eval_accuracy(batches: list[EvalBatch], metric: str) -> float:
-  """The eval's accuracy from its batches, as the log states it: the mean of tinygrad's per-batch accuracies, or
-  correct / total summed over the batches (pooled)."""
-  if metric == "tinygrad":
-    accs = [b.accuracy for b in batches]
-    return sum(accs) / len(accs)
-  correct = total = 0.0
-  for b in batches: correct, total = correct + b.correct, total + b.total
-  return correct / total if total else 0.0
 
 
 # ------------------------------------------------------------------------------------------------ the weights
@@ -126,13 +79,6 @@ def load_final_weights(trainer, path: str | os.PathLike) -> None:
     raise UserError(f"{path}: not readable as safetensors ({e}); retrain (snakemake --forcerun train)") from None
 
 
-def eval_entry(batches: list[tuple[int, EvalBatch]], *, step: int, evals_done: int, settings, devices) -> dict:
-  """The train record's `last_eval`: what the audit needs to re-execute any of its batches."""
-  return {"step": step, "evals_done": evals_done, "metric": settings.eval.metric,
-          "batch_size": settings.eval.batch_size, "device": devices[0].split(":")[0], "devices": len(devices),
-          "float_type": settings.float_type, "batches": [b.as_list() for _, b in batches]}
-
-
 # ------------------------------------------------------------------------------------------------ the audit's side
 def open_devices(kind: str, n: int) -> tuple[str, ...]:
   """`n` devices of `kind` when this machine has them, else one CPU device (the audit's fallback)."""
@@ -163,16 +109,15 @@ def near_ties(logits: np.ndarray, batch: dict[str, np.ndarray], row_mask: np.nda
   return [float((w * near).sum()), float((near & valid).sum()), float(valid.sum())]
 
 
-def audit_settings(hparams: dict):
+def audit_settings(hparams: dict) -> Settings:
   """The settings a re-execution runs with: the run's (its record's hparams), its kernel search off (SEARCH_OFF)."""
-  from mlperf_bert.train.settings import Settings
   return Settings.from_dict(dict(hparams)).replace(**SEARCH_OFF)
 
 
-def audit_env(s) -> dict[str, str]:
-  """What the re-execution process exports before importing tinygrad: the run's tinygrad settings, the search off."""
-  from mlperf_bert.train.hparams import tinygrad_env
-  return {**tinygrad_env(s), **SEARCH_OFF_ENV}
+def export_audit_env(s: Settings, environ: MutableMapping[str, str]) -> list[str]:
+  """What a re-execution process (reexecute-eval, reexecute-segment) exports before importing tinygrad: the run's
+  tinygrad settings (audit_settings), the kernel search off (environment.SEARCH_OFF_ENV)."""
+  return export_tinygrad_env(s, environ, setter="the run's record", search_off=True)
 
 
 def reeval(record_file: str | os.PathLike, indices: list[int], devices: tuple[str, ...],
@@ -180,8 +125,8 @@ def reeval(record_file: str | os.PathLike, indices: list[int], devices: tuple[st
            ) -> Iterator[tuple[int, EvalBatch, list[float] | None]]:
   """Evaluate the batches `indices` (in that order) of a train record's last eval on its final weights with the
   trainer's own eval step, on `eval_set` (the audited tree's own; default: the file the record names), and with
-  `rel_eps` count each batch's near ties (near_ties; None: not counted). Call in a process that exported audit_env
-  before importing tinygrad."""
+  `rel_eps` count each batch's near ties (near_ties; None: not counted). Call in a process that exported
+  export_audit_env before importing tinygrad."""
   from mlperf_bert.data.shards import Shard
   from mlperf_bert.train.record import read_record
   from mlperf_bert.train.trainer import ModelTrainer, model_config
@@ -204,27 +149,19 @@ def reeval(record_file: str | os.PathLike, indices: list[int], devices: tuple[st
     shard.close()
 
 
-def main(argv: list[str]) -> int:
-  """REQUEST.json {"record", "indices", "device", "devices", "eval_set", "rel_eps", "searched"}: prints one JSON line
-  with the devices used, then one per batch as it is evaluated ({"index", "batch": [correct, total, accuracy],
-  "near": near_ties or None}), or {"error"} and exits 1. Near ties are counted (with rel_eps) where the counts may
-  differ from the run's: on other devices than the run's, or when the run searched its eval kernels ("searched")."""
-  req = json.loads(Path(argv[0]).read_text())
+def reexecute_eval(req: dict[str, Any], emit: Callable[[dict], None]) -> int:
+  """The audit's eval worker (`python -m mlperf_bert reexecute-eval REQUEST.json`). REQUEST {"record", "indices",
+  "device", "devices", "eval_set", "rel_eps", "searched"}: emits one line with the devices used, then one per batch as
+  it is evaluated ({"index", "batch": [correct, total, accuracy], "near": near_ties or None}); a UserError, KeyError,
+  TypeError or ValueError is the CLI's {"error"} line and exit 1. Near ties are counted (with rel_eps) where the counts
+  may differ from the run's: on other devices than the run's, or when the run searched its eval kernels ("searched")."""
   from mlperf_bert.train.record import read_record
-  try:
-    os.environ.update(audit_env(audit_settings(read_record(req["record"])["hparams"])))  # before tinygrad's import
-    devices = open_devices(req["device"], int(req["devices"]))
-    print(json.dumps({"device": devices[0].split(":")[0], "devices": len(devices)}), flush=True)
-    same = (devices[0].split(":")[0], len(devices)) == (req["device"], int(req["devices"]))
-    rel_eps = None if same and not req.get("searched") else req.get("rel_eps")  # else the counts must be equal
-    for i, b, ties in reeval(req["record"], [int(i) for i in req["indices"]], devices, req.get("eval_set"),
-                             None if rel_eps is None else float(rel_eps)):
-      print(json.dumps({"index": i, "batch": b.as_list(), "near": ties}), flush=True)
-  except (UserError, KeyError, TypeError, ValueError) as e:
-    print(json.dumps({"error": f"{type(e).__name__}: {e}" if not isinstance(e, UserError) else str(e)}), flush=True)
-    return 1
+  export_audit_env(audit_settings(read_record(req["record"])["hparams"]), os.environ)  # before tinygrad's import
+  devices = open_devices(req["device"], int(req["devices"]))
+  emit({"device": devices[0].split(":")[0], "devices": len(devices)})
+  same = (devices[0].split(":")[0], len(devices)) == (req["device"], int(req["devices"]))
+  rel_eps = None if same and not req.get("searched") else req.get("rel_eps")  # else the counts must be equal
+  for i, b, ties in reeval(req["record"], [int(i) for i in req["indices"]], devices, req.get("eval_set"),
+                           None if rel_eps is None else float(rel_eps)):
+    emit({"index": i, "batch": b.as_list(), "near": ties})
   return 0
-
-
-if __name__ == "__main__":
-  sys.exit(main(sys.argv[1:]))

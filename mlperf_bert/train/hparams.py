@@ -9,8 +9,8 @@ export them. Three kinds of keys:
 plus one lower-case section, `resources:` (mem_mb, runtime of the train job: Snakemake resources, never hyperparameters).
 Keys, types and static defaults: schemas/platform.schema.yaml, validated like the workflow config (config.py).
 The workflow's config key `train:` overrides any of them (highest precedence). resolve() returns the run's typed
-Settings (train/settings.py); rule_params, tinygrad_env and describe give the flat forms its edges need. Nothing here
-imports tinygrad.
+Settings (train/settings.py); rule_params and describe give the flat forms its edges need (the environment's:
+train/environment.py). Snakemake's resources of the train job: train/resources.py. Nothing here imports tinygrad.
 """
 from __future__ import annotations
 import importlib.util, math, os
@@ -31,7 +31,6 @@ _PROPS: dict[str, dict] = _SCHEMA["properties"]
 KNOWN = frozenset(k for k in _PROPS if k.isupper())
 TINYGRAD_ENV = frozenset(k for k in KNOWN if _PROPS[k].get("x-tinygrad-env"))
 DEFAULTS: dict[str, Any] = {k: _PROPS[k]["default"] for k in KNOWN if "default" in _PROPS[k]}
-RESOURCE_DEFAULTS: dict[str, int] = {k: v["default"] for k, v in _PROPS["resources"]["properties"].items()}
 # IGNORE_OOB: the v5.1 scripts export it; tinygrad 0.14 no longer reads it (kept so the profiles match the scripts).
 # FUSE_ARANGE / FUSE_ARANGE_UINT (v5.0 scripts) were removed from tinygrad (702e38dc19, e701106a64): not in the
 # schema, so a platform file that sets them is refused.
@@ -76,17 +75,6 @@ def read_platform(path: str | os.PathLike) -> dict[str, Any]:
 def load_platform(path: str | os.PathLike) -> dict[str, Any]:
   """The settings of profiles/<name>/platform.yaml (its upper-case keys): what resolve() merges."""
   return {k: v for k, v in read_platform(path).items() if k != "resources"}
-
-
-def train_resources(path: str | os.PathLike) -> dict[str, int]:
-  """The train job's Snakemake resources on this platform: mem_mb and runtime (minutes), the schema's defaults for
-  those the file leaves unset. (The `gpu` resource is GPUS, or 0 on CPU: see train_gpus.)"""
-  return {**RESOURCE_DEFAULTS, **read_platform(path).get("resources", {})}
-
-
-def train_gpus(s: Settings) -> int:
-  """The train job's `gpu` resource for resolved settings: GPUS, or 0 when tinygrad runs on the CPU."""
-  return 0 if s.tinygrad.dev == "CPU" else s.gpus
 
 
 def check_types(data: dict[str, Any], where: str, fix: str | None = None) -> dict[str, Any]:
@@ -175,26 +163,6 @@ def _check(hp: dict[str, Any], eval_examples: int) -> None:
     raise UserError(f"EVAL_SAMPLES={hp['EVAL_SAMPLES']} exceeds the eval set's {eval_examples} rows (config key "
                     f"eval_examples); lower EVAL_SAMPLES or build a larger eval set")
   if not 0 < hp["TARGET"] <= 1: raise UserError(f"TARGET={hp['TARGET']} must be a masked-LM accuracy in (0, 1]")
-
-
-def tinygrad_env(s: Settings) -> dict[str, str]:
-  """The environment variables to export before importing tinygrad (USE_ATOMICS defaults on for CPU, where the
-  word-embedding backward is otherwise more than half of the step; GPU platforms keep tinygrad's default)."""
-  env = {k: str(int(v) if isinstance(v, bool) else v) for k, v in s.as_dict().items() if k in TINYGRAD_ENV}
-  if s.tinygrad.dev == "CPU": env.setdefault("USE_ATOMICS", "1")
-  env["DEFAULT_FLOAT"] = s.float_type
-  return env
-
-
-def export_tinygrad_env(s: Settings, environ: dict[str, str]) -> list[str]:
-  """Set the platform's tinygrad settings (tinygrad_env) in `environ`, which must happen before tinygrad is
-  imported (it reads them at import). The platform file and its overrides win over the environment; returns one
-  note per variable whose different value they replaced."""
-  notes = []
-  for k, v in tinygrad_env(s).items():
-    if environ.get(k, v) != v: notes.append(f"note: {k}={environ[k]} in the environment; the platform sets {k}={v}")
-    environ[k] = v
-  return notes
 
 
 def rule_params(s: Settings) -> dict[str, Any]:

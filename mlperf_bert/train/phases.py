@@ -9,11 +9,12 @@ tinygrad's v5.1 run_and_time.sh starts examples/mlperf/model_train.py twice, app
 process shares nothing else with it: it imports tinygrad afresh and captures its JIT from the cached kernels.
 
 The platform key INIT_PROCESS chooses: `separate` (tinygrad's; the default) runs `python -m mlperf_bert train
---phase init`, then `--phase run`, each a new process with the platform's tinygrad environment and the job's
-resolved settings (JSON on its standard input, `--settings -`: read back as they are, not resolved again; no file,
-so a killed job leaves none behind), its output appended to the job's log; `same` runs both phases in this process
-(TrainRun.run(phase="all")). Nothing here imports tinygrad (the `same` branch does, after the caller exported the
-platform's environment).
+--phase init`, then `--phase run`, each a new process with the job's resolved settings (JSON on its standard input,
+`--settings -`: read back as they are, not resolved again; no file, so a killed job leaves none behind), which
+exports their tinygrad environment itself, its output appended to the job's log; `same` runs both phases in this
+process (TrainRun.run(phase="all")), after exporting the settings' tinygrad environment here
+(environment.export_tinygrad_env: once a process, in the process that imports tinygrad). Nothing else here imports
+tinygrad.
 """
 from __future__ import annotations
 import ctypes, dataclasses, os, signal, subprocess, sys, time
@@ -21,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from mlperf_bert.errors import UserError
-from mlperf_bert.train.hparams import load_platform, resolve, tinygrad_env
+from mlperf_bert.train.environment import export_tinygrad_env
+from mlperf_bert.train.hparams import load_platform, resolve
 from mlperf_bert.train.inputs import RunInputs
 from mlperf_bert.train.settings import Settings, read_json, to_json
 
@@ -119,14 +121,17 @@ def train_job(s: Settings, inputs: RunInputs, *, log=None, stop_after: int | Non
   `log`); returns their PhaseProcess records. A failing phase is a one-line UserError; the result log is only ever
   written, whole, at the end of the RUN phase. A rerun after a killed RUN phase resumes: the INIT process keeps a
   resumable work log and checkpoint (TrainRun.run). INIT_PROCESS same: both phases in this process; returns
-  TrainRun.run's RunResult."""
+  TrainRun.run's RunResult. Call it before tinygrad is imported: the `same` branch exports the settings' tinygrad
+  environment into this process first."""
   if s.init.process == "same":  # resolve() checked it is separate or same
+    for note in export_tinygrad_env(s, os.environ): print(note, flush=True)  # before tinygrad is imported
     from mlperf_bert.train.run import TrainRun
     res = TrainRun(s, inputs).run(stop_after=stop_after, phase="all")
     print(res.summary())
     return res
   paths = [str(PACKAGE_PARENT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-  env = {**os.environ, **tinygrad_env(s), "PYTHONUNBUFFERED": "1", "PYTHONPATH": os.pathsep.join(dict.fromkeys(paths))}
+  # each child exports the settings' tinygrad environment itself (`python -m mlperf_bert train`), once
+  env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": os.pathsep.join(dict.fromkeys(paths))}
   env.pop("BENCHMARK", None)  # the CLI's --benchmark default; the phases never benchmark
   log = Path(log) if log is not None else None
   settings = to_json(s)

@@ -8,8 +8,8 @@ removed again if the record cannot be written, so a log never stands without its
 sha256 of every shard and of the eval set as this process mapped them (the bytes it trained and evaluated on, even
 if a file was replaced since), of the initial checkpoint and bert_config it loaded, and of the exact bytes of the
 result log it wrote, with the eval accuracies it measured; and, from this project's train process (not tinygrad's
-own trainer), the sha256 of the final weights it wrote and the counts of each batch of its last eval
-(train/evidence.py), and the states it kept at its evals (train/states.py: step, loader position, sha256 of each), with
+own trainer), the sha256 of the final weights it wrote (train/evidence.py) and the counts of each batch of its last eval
+(train/evaluation.py), and the states it kept at its evals (train/states.py: step, loader position, sha256 of each), with
 the machine it ran on (host, CPU model, cores: mlperf_bert/machine.py). No later job writes it: the provenance rule and the audit only read it (mlperf_bert/audit/chain.py checks text -> shard -> train record -> log).
 
 Paths are relative to the record's folder (a moved tree keeps its record valid); no absolute path is written.
@@ -72,7 +72,7 @@ def build_train_record(log_bytes: bytes, log_path: Path, *, shards: Sequence[Sha
 def publish_result(work_log: str | os.PathLike, log_path: str | os.PathLike, **what) -> dict:
   """Copy the finished work log to `log_path` and write its train record beside it (see the module doc);
   `what`: build_train_record's keyword arguments (final_weights: the entry of the weights already written,
-  last_eval: the eval's batches, train/evidence.py). Returns the record."""
+  last_eval: the eval's batches, train/evaluation.py). Returns the record."""
   log_path = Path(log_path)
   data = Path(work_log).read_bytes()  # the bytes written and the bytes hashed are one and the same
   rec = build_train_record(data, log_path, **what)

@@ -19,8 +19,8 @@ one, appending to the kept work log (an INIT phase leaves such a log and checkpo
 checkpoints of other settings are removed.
 The result log appears only when the run finished; until then (or after an abort) it is the work log.
 A NaN/inf loss stops the run: run_stop aborted in the work log and a TrainingDiverged error (exit non-zero).
-The RUN phase is one loop (TrainRun._run_phase); its eval is train/evaluation.py's, its timed step and the BENCHMARK
-mode train/benchmark.py's.
+The RUN phase is one loop (TrainRun._run_phase): its step is train/step.py's `timed_step`, its eval and metric
+train/evaluation.py's `eval_at`; the BENCHMARK mode is train/benchmark.py's.
 """
 from __future__ import annotations
 import dataclasses, hashlib, json, math, shutil, time
@@ -35,7 +35,7 @@ from tqdm import tqdm
 from mlperf_bert.errors import UserError
 from mlperf_bert.data.loader import TrainLoader, open_shards
 from mlperf_bert.mlperf_log import event_keys
-from mlperf_bert.train.benchmark import benchmark, timed_step
+from mlperf_bert.train.benchmark import benchmark
 from mlperf_bert.train.evaluation import eval_at
 from mlperf_bert.train.evidence import save_final_weights, weights_path
 from mlperf_bert.train.hparams import fingerprinted
@@ -46,6 +46,7 @@ from mlperf_bert.train.record import publish_result, record_path
 from mlperf_bert.train.resume import find_resume, list_checkpoints, load_state, save_state
 from mlperf_bert.train.settings import Settings
 from mlperf_bert.train.states import KeptStates, states_path
+from mlperf_bert.train.step import timed_step
 from mlperf_bert.train.trainer import ModelTrainer, devices_for, fake_batch, model_config
 
 PHASES = ("all", "init", "run")
@@ -111,7 +112,7 @@ class TrainRun:
     if inputs.init_weights is not None and not inputs.init_weights.is_file():
       raise UserError(f"{inputs.init_weights}: initial checkpoint not found; run the checkpoint conversion first")
     if inputs.init_weights is not None: check_weight_shapes(inputs.init_weights, self.cfg)  # before any compile
-    self.last_eval: dict | None = None  # the last eval's batches (train/evidence.py), for the train record
+    self.last_eval: dict | None = None  # the last eval's batches (evaluation.eval_entry), for the train record
     self.kept = KeptStates(inputs.ckpt_dir / "states", s.checkpoint.evidence_freq)  # the state at each eval
     self.fingerprint = hashlib.sha256(json.dumps(
       {"hp": fingerprinted(s), "shards": [p.name for p in inputs.shards], "seq": self.seq, "pred": self.pred,
@@ -189,7 +190,7 @@ class TrainRun:
 
   def _run_phase(self, log: ResultLog, plan: PhasePlan, stop_after, on_step) -> RunResult:
     """The RUN phase, one loop: the header (unless a kept log has it) and the model (resumed or new); then a timed
-    step after step, every EVAL_STEP_FREQ steps (and at TRAIN_STEPS) an eval (train/evaluation.py) that ends the run
+    step after step (train/step.py), every EVAL_STEP_FREQ steps (and at TRAIN_STEPS) an eval (train/evaluation.py) that ends the run
     at TARGET, every SAVE_CKPT_FREQ steps a block and, under CKPT, a checkpoint; TRAIN_STEPS without TARGET ends it
     aborted, and `stop_after` steps of this process stop it resumably (no result log)."""
     s = self.s
@@ -215,14 +216,16 @@ class TrainRun:
       bar = tqdm(total=train_steps, initial=step, disable=not self.progress, mininterval=5, unit="step")
       loader = TrainLoader(self.shards, s.batch_size, seed=s.seed, position=position, cycle_length=s.num_cpu_threads)
       try:
-        pos_next, data = next(loader)
+        batch_end, data = next(loader)  # the first batch, and the stream's position just after it
         while step < train_steps:
           if stop_after is not None and step - start_step >= stop_after:
             status = "stopped"; break
           c0 = time.process_time()
-          t, (pos_fetched, data) = timed_step(trainer, data, loader, step, self.devices, self.say)
+          t, (next_end, data) = timed_step(trainer, data, loader, step, self.devices, self.say)  # fetches the next
           cpu = (cpu[0] + time.process_time() - c0, cpu[1] + 1)  # the kept state's CPU seconds (train/states.py)
-          pos_after, pos_next = pos_next, pos_fetched  # the loader's position after this step's batch (a checkpoint's)
+          # `position`: the stream just after the batch this step trained on (where a checkpoint resumes);
+          # `batch_end`: just after the batch fetched for the next step
+          position, batch_end = batch_end, next_end
           step += 1
           times.append(t.total_s)
           losses.append(t.loss)
@@ -238,7 +241,7 @@ class TrainRun:
                      f"metric {s.eval.metric} ({secs:.1f} s)")
             accs.append((step, acc))
             if self.kept.keep(trainer, eval_number=(step - 1) // s.eval.step_freq + 1,
-                              last=acc >= s.eval.target or step == train_steps, step=step, position=pos_after,
+                              last=acc >= s.eval.target or step == train_steps, step=step, position=position,
                               seed=s.seed, fingerprint=self.fingerprint, cpu=cpu):  # evidence of the steps
               cpu = (0.0, 0)
             if acc >= s.eval.target:
@@ -249,7 +252,7 @@ class TrainRun:
           if step % s.checkpoint.save_freq == 0 and step < train_steps:
             if step > prev_ckpt_step: log.block_stop(step, step - prev_ckpt_step)
             if s.checkpoint.enabled:  # tinygrad saves only under CKPT
-              saved = save_state(trainer, self.inputs.ckpt_dir, step=step, position=pos_after, seed=s.seed,
+              saved = save_state(trainer, self.inputs.ckpt_dir, step=step, position=position, seed=s.seed,
                                  fingerprint=self.fingerprint, keep=s.checkpoint.keep)
               self.say(f"saved checkpoint {saved}")
             log.block_start(step * gbs, step)
@@ -278,8 +281,8 @@ class TrainRun:
 
   def _publish(self, status: str, accs: list[tuple[int, float]], trainer: ModelTrainer):
     """The result log and, beside it, the train record of what this process read and wrote (train/record.py) with
-    the final weights and the last eval's batches (train/evidence.py); the run is complete, so nothing is left to
-    resume."""
+    the final weights (train/evidence.py) and the last eval's batches (train/evaluation.py); the run is complete,
+    so nothing is left to resume."""
     i = self.inputs
     weights = weights_path(i.log)  # written first: a log never stands without its record, nor a record without them
     final = save_final_weights(trainer, weights, record_path(i.log).parent) if self.last_eval else None

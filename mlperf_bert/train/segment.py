@@ -1,13 +1,13 @@
 """The audit's re-execution of a training segment: from a kept state (or the run's initial state) to the next kept
 state, with the trainer's own code, in a process of its own (audit/segments.py starts it).
 
-    python -m mlperf_bert.train.segment REQUEST.json
+    python -m mlperf_bert reexecute-segment REQUEST.json      # cli.py; reexecute_segment(request, emit) here
 
 REQUEST: {"record": the train record, "from": a step (0: the initial state: the seeded init or the converted
 checkpoint, as TrainRun._build makes it), "to": the step of a later kept state, "device", "devices"}. The process
 exports the run's tinygrad settings before it imports tinygrad (as the train job), builds the trainer of the
 record's settings, loads the `from` state (weights, LAMB state, schedule step, RNG counters), starts the training
-stream at its loader position, runs `to - from` train steps with the run's timed step (train/benchmark.py) and
+stream at its loader position, runs `to - from` train steps with the run's timed step (train/step.py) and
 compares the state it reaches with the kept state of `to`, tensor by tensor. It prints JSON lines:
 
     {"device": "CPU", "devices": 1, "machine": {...}}                the devices it trains on, this machine
@@ -18,7 +18,7 @@ compares the state it reaches with the kept state of `to`, tensor by tensor. It 
 or {"error": "..."} and exits 1. `cpu_s` is the process's CPU time (every thread) spent in the step.
 """
 from __future__ import annotations
-import json, os, sys, time
+import os, time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -66,11 +66,11 @@ def read_state(path: Path) -> tuple[dict[str, np.ndarray], dict[str, str]]:
 def run_segment(record_file: str | os.PathLike, start: int, end: int, devices: tuple[str, ...],
                 emit: Callable[[dict], None]) -> None:
   """Train from the kept state of step `start` (0: the initial state) to `end` and compare with the kept state of
-  `end` (see the module doc); `emit` gets each JSON line. Call in a process that exported evidence.audit_env."""
+  `end` (see the module doc); `emit` gets each JSON line. Call in a process that exported evidence.export_audit_env."""
   from tinygrad import Tensor
   from tinygrad.helpers import Context
   from mlperf_bert.data.loader import TrainLoader, open_shards
-  from mlperf_bert.train.benchmark import timed_step
+  from mlperf_bert.train.step import timed_step
   from mlperf_bert.train.record import read_record
   from mlperf_bert.train.resume import load_state, state_arrays
   from mlperf_bert.train.evidence import audit_settings
@@ -99,12 +99,11 @@ def run_segment(record_file: str | os.PathLike, start: int, end: int, devices: t
   loader = TrainLoader(shards, s.batch_size, seed=s.seed, position=position, cycle_length=s.num_cpu_threads)
   try:
     with Context(**({"PARALLEL": s.tinygrad.parallel} if s.tinygrad.parallel is not None else {})):
-      pos_next, data = next(loader)
-      after = position
+      batch_end, data = next(loader)  # the first batch, and the stream's position just after it
       for step in range(start + 1, end + 1):
         c0 = time.process_time()
-        t, (pos_fetched, data) = timed_step(trainer, data, loader, step - 1, devices, lambda _m: None)
-        after, pos_next = pos_next, pos_fetched
+        t, (next_end, data) = timed_step(trainer, data, loader, step - 1, devices, lambda _m: None)
+        position, batch_end = batch_end, next_end  # the stream after this step's batch, and after the one fetched
         emit({"step": step, "wall_s": t.total_s, "cpu_s": time.process_time() - c0, "loss": t.loss})
         if not np.isfinite(t.loss): raise UserError(f"the loss became {t.loss} at step {step}")
   finally:
@@ -112,29 +111,20 @@ def run_segment(record_file: str | os.PathLike, start: int, end: int, devices: t
     for sh in shards: sh.close()
   want, meta = read_state(folder / by_step[end]["file"])
   out = compare_states(state_arrays(trainer), want, rng=same_devices)
-  out.update(position=after, want_position=int(by_step[end]["position"]), meta_step=meta.get("step"))
+  out.update(position=position, want_position=int(by_step[end]["position"]), meta_step=meta.get("step"))
   emit({"compare": out})
 
 
-def main(argv: list[str]) -> int:
-  """REQUEST.json (see the module doc): the lines on standard output, {"error"} and exit 1 on a failure."""
-  req = json.loads(Path(argv[0]).read_text())
-  emit = lambda obj: print(json.dumps(obj), flush=True)
+def reexecute_segment(req: dict[str, Any], emit: Callable[[dict], None]) -> int:
+  """The audit's segment worker (`python -m mlperf_bert reexecute-segment REQUEST.json`; see the module doc): the lines
+  go to `emit`; a UserError, KeyError, TypeError or ValueError is the CLI's {"error"} line and exit 1."""
   from mlperf_bert.machine import this_machine
-  from mlperf_bert.train.evidence import audit_env, audit_settings, open_devices
+  from mlperf_bert.train.evidence import audit_settings, export_audit_env, open_devices
   from mlperf_bert.train.record import read_record
-  try:
-    # before tinygrad is imported, as the train job: the run's tinygrad settings, the kernel search off (BEAM 0)
-    os.environ.update(audit_env(audit_settings(read_record(req["record"])["hparams"])))
-    devices = open_devices(req["device"], int(req["devices"]))
-    emit({"device": devices[0].split(":")[0], "devices": len(devices), "machine": this_machine()})
-    if len(devices) != int(req["devices"]): return 0  # another device count trains another trajectory: not redone
-    run_segment(req["record"], int(req["from"]), int(req["to"]), devices, emit)
-  except (UserError, KeyError, TypeError, ValueError) as e:
-    emit({"error": f"{type(e).__name__}: {e}" if not isinstance(e, UserError) else str(e)})
-    return 1
+  # before tinygrad is imported, as the train job: the run's tinygrad settings, the kernel search off (BEAM 0)
+  export_audit_env(audit_settings(read_record(req["record"])["hparams"]), os.environ)
+  devices = open_devices(req["device"], int(req["devices"]))
+  emit({"device": devices[0].split(":")[0], "devices": len(devices), "machine": this_machine()})
+  if len(devices) != int(req["devices"]): return 0  # another device count trains another trajectory: not redone
+  run_segment(req["record"], int(req["from"]), int(req["to"]), devices, emit)
   return 0
-
-
-if __name__ == "__main__":
-  sys.exit(main(sys.argv[1:]))

@@ -100,7 +100,7 @@ class SubmissionSettings:
 
 @dataclass(frozen=True)
 class TinygradSettings:
-  """tinygrad's own settings: exported to the environment before tinygrad is imported (hparams.tinygrad_env)."""
+  """tinygrad's own settings: exported to the environment before tinygrad is imported (train/environment.py)."""
   dev: str = _key("DEV")
   default_float: str | None = _key("DEFAULT_FLOAT")
   sum_dtype: str | None = _key("SUM_DTYPE")
@@ -137,7 +137,7 @@ class Settings:
   num_cpu_threads: int = _key("NUM_CPU_THREADS")
   free_intermediate: int | None = _key("FREE_INTERMEDIATE")
   train_beam: int | None = _key("TRAIN_BEAM")
-  dress_target: str | None = _key("DRESS_TARGET")  # the GPU target of the dress rehearsal (train/dress.py)
+  dress_target: str | None = _key("DRESS_TARGET")  # the GPU target of the dress rehearsal (train/dress/)
   model: ModelSettings = None  # type: ignore[assignment]
   optimizer: OptimizerSettings = None  # type: ignore[assignment]
   eval: EvalSettings = None  # type: ignore[assignment]

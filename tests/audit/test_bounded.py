@@ -59,13 +59,14 @@ def test_the_re_execution_sets_its_own_search_settings():
   """A tinybox_green record (BEAM 8): the eval process exports BEAM 0 (and JITBEAM 0, which tinygrad's jit reads
   first) and runs its eval step at BEAM 0; the comparison is then within the band, not bit-exact."""
   from mlperf_bert.audit.reexec import eval_search
-  from mlperf_bert.train.evidence import audit_env, audit_settings
+  from mlperf_bert.train.evidence import audit_settings, export_audit_env
   from mlperf_bert.train.hparams import load_platform, resolve, rule_params
   hp = rule_params(resolve(load_platform(REPO / "profiles/tinybox_green/platform.yaml")))
   assert hp["BEAM"] == 8 and eval_search(hp) == 8 and eval_search({**hp, "EVAL_BEAM": 0}) == 0
   s = audit_settings(hp)
   assert (s.tinygrad.beam, s.eval.beam, s.train_beam) == (0, 0, 0)
-  env = audit_env(s)
+  env = {}
+  export_audit_env(s, env)
   assert env["BEAM"] == "0" and env["JITBEAM"] == "0" and env["DEV"] == "NV"   # the rest is the run's
   assert eval_search(rule_params(resolve(load_platform(REPO / "profiles/cpu/platform.yaml")))) == 0
 

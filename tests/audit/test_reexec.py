@@ -148,3 +148,14 @@ def test_a_received_submission_is_not_re_executable(tmp_path):
   a = run_audit(org, ruleset="4.1.0")
   rows = [r for r in a.rows if r.check == "re-execution"]
   assert [r.status for r in rows] == ["SKIP"] and rows[0].reason.startswith("not re-executable: a received"), rows
+
+
+def test_the_workers_are_subcommands_of_the_one_cli(tmp_path):
+  """The audit starts its workers as `python -m mlperf_bert reexecute-eval|reexecute-segment REQUEST.json`
+  (run_worker): a record they cannot read is one {"error"} JSON line naming the file, before any device is opened. (Their full runs, on the demo tree: tests/workflow/test_end_to_end.py.)"""
+  from mlperf_bert.audit.reexec import run_worker
+  missing = tmp_path / "result_bert_0.train.json"
+  for command, extra in (("reexecute-eval", {"indices": [0]}), ("reexecute-segment", {"from": 0, "to": 2})):
+    lines, tail, stopped = run_worker(command, {"record": str(missing), "device": "CPU", "devices": 1, **extra}, None)
+    assert not stopped and len(lines) == 1, (command, lines, tail)
+    assert lines[0]["error"].startswith(f"{missing}: not a readable train record"), (command, lines)

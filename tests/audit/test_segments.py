@@ -121,7 +121,7 @@ def test_a_gpu_run_faster_than_its_roofline_fails(tmp_path):
   """A tinybox_green-like run (6 RTX 4090, BERT-large width, BS 90, sequence 128, 20 predictions): its steps'
   matmuls at the card's peak bound each segment's logged time from below, on any machine."""
   from mlperf_bert.data.shards import write_shard
-  from mlperf_bert.train.dress_report import CARDS, step_flops
+  from mlperf_bert.train.dress.report import CARDS, step_flops
   write_shard(tmp_path / "eval.shard", tiny_instances(4, 1, np.random.default_rng(0)), max_seq_length=128,
               max_predictions_per_seq=20, eval_set=True)
   (tmp_path / "bert_config.json").write_text(json.dumps({"hidden_size": 1024, "intermediate_size": 4096,

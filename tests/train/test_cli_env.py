@@ -7,7 +7,8 @@ import pytest
 import yaml
 
 from test_train import cpu_kernels, data  # noqa: F401  (the module's synthetic shards; cpu_kernels: autouse)
-from mlperf_bert.train.hparams import export_tinygrad_env, resolve
+from mlperf_bert.train.environment import export_tinygrad_env
+from mlperf_bert.train.hparams import resolve
 
 
 def test_export_sets_the_platform_values_and_notes_replaced_ones():

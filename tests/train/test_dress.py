@@ -1,4 +1,4 @@
-"""The dress rehearsal (mlperf_bert/train/dress.py): tinybox_green's steps compiled for sm_89 with NVIDIA's real nvrtc
+"""The dress rehearsal (mlperf_bert/train/dress/): tinybox_green's steps compiled for sm_89 with NVIDIA's real nvrtc
 on tinygrad's NULL device, their memory and FLOPs a layer against the analytic count, a batch size that cannot fit,
 the demo step on NULL against the same step on the CPU, and the bad inputs.
 
@@ -12,7 +12,7 @@ import pytest
 from mlperf_bert.cli import main
 from mlperf_bert.errors import UserError
 from mlperf_bert.train import dress
-from mlperf_bert.train.dress_report import CARDS, largest_fitting, layer_flops, layer_params
+from mlperf_bert.train.dress.report import CARDS, largest_fitting, layer_flops, layer_params
 from mlperf_bert.train.hparams import load_platform, resolve
 from mlperf_bert.train.trainer import model_config
 
@@ -154,12 +154,13 @@ def test_bad_input_is_one_line_and_writes_nothing(args, says, tmp_path, capsys):
 
 
 def test_a_target_whose_compiler_is_absent_says_what_to_install(monkeypatch):
-  monkeypatch.setattr(dress, "LLVM_CANDIDATES", ())
+  from mlperf_bert.train.dress import compilers
+  monkeypatch.setattr(compilers, "LLVM_CANDIDATES", ())
   with pytest.raises(UserError, match=r"install Debian's libllvm19 .*setup.sh dress"):
     dress.find_compiler("AMDLLVM", "AMDLLVM:gfx1100", {})
   with pytest.raises(UserError, match="NVRTC_PATH=/nowhere/libnvrtc.so.12 is not a file"):
     dress.find_compiler("CUDA", "CUDA:sm_89", {"NVRTC_PATH": "/nowhere/libnvrtc.so.12"})
-  monkeypatch.setattr(dress.importlib.util, "find_spec", lambda name: None)
+  monkeypatch.setattr(compilers.importlib.util, "find_spec", lambda name: None)
   with pytest.raises(UserError, match=r"setup.sh dress.*nvidia-cuda-nvrtc-cu12"):
     dress.find_compiler("CUDA", "CUDA:sm_89", {})
 
@@ -189,7 +190,8 @@ def test_a_null_device_with_a_target_resolves_and_keeps_the_arch_case():
 
 def test_the_dress_environment_forces_beam_0_and_exports_parallel():
   plan = dress.plan_dress(REPO / "profiles/tinybox_green/platform.yaml", 24)
-  env = dress.dress_env(plan)
+  env = {}
+  assert dress.export_environment(plan, env) == []
   assert env["DEV"] == "NULL:CUDA:sm_89" and env["BEAM"] == "0" and env["PARALLEL"] == "0"
   assert env["NVRTC_PATH"].endswith("libnvrtc.so.12") and env["DEFAULT_FLOAT"] == "half"
   assert plan.depths == (2, 4) and any("BEAM 8 -> 0" in n for n in plan.notes)

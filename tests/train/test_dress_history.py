@@ -4,7 +4,7 @@ its row in the table, and the row's figures are what the fixture says at 24 laye
 import json
 from pathlib import Path
 
-from mlperf_bert.train.dress_report import tinygrad_prediction
+from mlperf_bert.train.dress.report import tinygrad_prediction
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = sorted((REPO / "tests/fixtures/dress-tinygrad").glob("tinybox_green-*-bs*.json"))

@@ -282,7 +282,7 @@ def test_half_matches_tinygrad_half(parity, tmp_path):
   """DEFAULT_FLOAT=HALF SUM_DTYPE=HALF, LOSS_SCALER 2^11, in a process of its own with the environment the CLI
   exports for it (tinygrad reads both settings from the environment)."""
   import os, subprocess, sys
-  from mlperf_bert.train.hparams import tinygrad_env
+  from mlperf_bert.train.environment import tinygrad_env
   tool, fp32, init, _, _ = parity
   exp, w = _case(tool, "half")
   env = {**os.environ, "PYTHONPATH": str(REPO),

@@ -56,7 +56,7 @@ def _trainer(run, share=True) -> ModelTrainer:
 def _bytes(fn) -> tuple[object, int, int]:
   """fn's result, the bytes allocated on the device when it returned and the most at any moment during it, both over
   what was allocated before (one device)."""
-  from mlperf_bert.train.dress_measure import _watch_memory
+  from mlperf_bert.train.dress.measure import _watch_memory
   mem = _watch_memory()
   mem.reset()
   before = dict(mem)

@@ -1,4 +1,4 @@
-"""trainer tinygrad (mlperf_bert/train/tinygrad_source.py, tinygrad_trainer.py) and `compare` (audit/compare.py).
+"""trainer tinygrad (mlperf_bert/train/tinygrad_trainer/) and `compare` (audit/compare.py).
 
 The tests marked `checkout` need a tinygrad work tree of e0139fa, named by MLPERF_BERT_TINYGRAD_CHECKOUT (as
 tests/train/test_device_check.py), and are skipped without it:
@@ -20,8 +20,11 @@ from mlperf_bert.constants import FEATURES
 from mlperf_bert.data.loader import TrainLoader, open_shards
 from mlperf_bert.data.shards import write_shard
 from mlperf_bert.errors import UserError
-from mlperf_bert.train.tinygrad_source import PINNED_COMMIT, Source, bring_checkout, parse_source, tree_id
-from mlperf_bert.train.tinygrad_trainer import HOOK_DIR, eval_overrides, export, init_model_config, write_init_checkpoint
+from mlperf_bert.train.tinygrad_trainer.source import PINNED_COMMIT, Source, bring_checkout, parse_source, tree_id
+from mlperf_bert.train.tinygrad_trainer.checkpoint import init_model_config, write_init_checkpoint
+from mlperf_bert.train.tinygrad_trainer.checks import eval_overrides
+from mlperf_bert.train.tinygrad_trainer.export import export
+from mlperf_bert.train.tinygrad_trainer.process import HOOK_DIR
 from conftest import FIXTURES
 
 REPO = Path(__file__).resolve().parents[2]
@@ -319,7 +322,7 @@ def test_both_trainers_same_seed_dropout_off(tmp_path):
   weights agree to fp32 rounding, docs/parity.md). tinygrad needs EVAL_BS x MAX_EVAL_STEPS >= 10000: with EVAL_BS 2500
   its wrapping eval iterator gives 4 batches of the same 20 rows, this project evaluates them once."""
   from mlperf_bert.train.hparams import load_platform, resolve
-  from mlperf_bert.train.tinygrad_trainer import run_phases
+  from mlperf_bert.train.tinygrad_trainer.process import run_phases
   seq, pred, rng = 32, 5, np.random.default_rng(1)
   def inst(n, tag):
     out = []

@@ -146,7 +146,7 @@ def test_nan_loss_aborts_with_kept_log(data, tmp_path):
 
 @pytest.mark.slow  # compiles a model's kernels or runs a real tool: tens of seconds on 2 cores
 def test_run_and_benchmark_time_and_print_steps_alike(data, tmp_path, capsys):
-  # one helper (train/benchmark.py timed_step) times and prints each step of the RUN loop and of benchmark()
+  # one helper (train/step.py timed_step) times and prints each step of the RUN loop and of benchmark()
   run = make_run(data, tmp_path, TRAIN_STEPS=3, EVAL_STEP_FREQ=3, EVAL_SAMPLES=16, CKPT=False)
   run.echo = True
   figures = run.benchmark(3)
@@ -175,7 +175,8 @@ def test_bad_inputs_fail_before_training(data, tmp_path):
 # ---- train/hparams.py: the seed's defaults and validation (no training) ----
 from pathlib import Path as _Path
 
-from mlperf_bert.train.hparams import load_platform, tinygrad_env
+from mlperf_bert.train.environment import tinygrad_env
+from mlperf_bert.train.hparams import load_platform
 
 _PROFILES = _Path(__file__).resolve().parents[2] / "profiles"
 
@@ -309,9 +310,10 @@ def test_train_record_holds_the_bytes_the_run_read_and_wrote(data, tmp_path):
 def test_final_weights_and_last_eval_batches_re_execute_bit_exact(data, tmp_path, metric):
   """The run saves its final weights (safetensors, sha256 in the record) and the counts of each batch of its last
   eval, which give the logged accuracy; the same batches evaluated again on those weights with the trainer's eval
-  step (the audit's re-execution, train/evidence.py) give the same counts, bit for bit."""
+  step (the audit's re-execution, train/evidence.py reeval) give the same counts, bit for bit."""
   import hashlib
-  from mlperf_bert.train.evidence import EvalBatch, eval_accuracy, reeval, weights_path
+  from mlperf_bert.train.evaluation import EvalBatch, eval_accuracy
+  from mlperf_bert.train.evidence import reeval, weights_path
   from mlperf_bert.train.record import read_record, record_path
   from mlperf_bert.train.trainer import devices_for
   run = make_run(data, tmp_path, TRAIN_STEPS=4, EVAL_STEP_FREQ=2, NUM_WARMUP_STEPS=1, CKPT=False, EVAL_BS=8,

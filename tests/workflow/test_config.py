@@ -6,7 +6,8 @@ import pytest, yaml
 
 from mlperf_bert.config import load_schema, parse_text_values, validate_config
 from mlperf_bert.errors import UserError
-from mlperf_bert.train.hparams import load_platform, resolve, train_resources
+from mlperf_bert.train.hparams import load_platform, resolve
+from mlperf_bert.train.resources import train_resources
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA = REPO / "schemas" / "config.schema.yaml"

@@ -564,12 +564,12 @@ def test_dropped_eval_with_the_next_relabelled_fails_by_training_the_segment_aga
 # ---- the chain from the text and a bounded re-execution (issue 35): the eval set, the text, BEAM in the record ----
 def _counts_on(record: Path, eval_set: Path) -> list[list[float]]:
   """What a forger's inference gives: the last eval's batches of `record`'s final weights on `eval_set`, by the
-  project's own eval process (train/evidence.py), every batch."""
+  project's own eval worker (`python -m mlperf_bert reexecute-eval`, train/evidence.py), every batch."""
   n = len(json.loads(record.read_text())["last_eval"]["batches"])
   req = record.with_name("forger-request.json")
   req.write_text(json.dumps({"record": str(record), "indices": list(range(n)), "device": "CPU", "devices": 1,
                              "eval_set": str(eval_set)}))
-  out = subprocess.run([sys.executable, "-m", "mlperf_bert.train.evidence", str(req)], capture_output=True, text=True,
+  out = subprocess.run([sys.executable, "-m", "mlperf_bert", "reexecute-eval", str(req)], capture_output=True, text=True,
                        check=True, timeout=600).stdout
   req.unlink()
   return [json.loads(l)["batch"] for l in out.splitlines() if '"index"' in l]
@@ -583,7 +583,7 @@ def test_forged_eval_set_with_rewritten_records_fails_by_rebuilding_it_from_eval
   with the recorded settings and eval_examples, the eval set differs: FAIL, and no batch is evaluated on it. A 10 %
   coverage redoes the eval set and one shard, nothing more."""
   from tiny_shards import visible_eval_set
-  from mlperf_bert.train.evidence import EvalBatch, eval_accuracy
+  from mlperf_bert.train.evaluation import EvalBatch, eval_accuracy
   c = _copy(run, tmp_path / "wd")
   ev = c.base / "eval/eval.shard"
   cfg = json.loads(c.logs[0].with_name("result_bert_0.provenance.json").read_text())["config"]

@@ -15,7 +15,7 @@ from mlperf_bert.data.http import FetchPolicy
 from mlperf_bert.errors import UserError
 from mlperf_bert.plan import make_plan, plan_workflow
 from mlperf_bert.train.rehearsal import RESOURCES as REHEARSAL_RESOURCES
-from mlperf_bert.train.tinygrad_source import PINNED_COMMIT
+from mlperf_bert.train.tinygrad_trainer.source import PINNED_COMMIT
 
 REPO = Path(__file__).resolve().parents[2]
 RULES = sorted((REPO / "rules").glob("*.smk"))

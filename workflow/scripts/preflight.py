@@ -3,12 +3,12 @@
 import os
 
 from jobglue import job_log
-from mlperf_bert.train.hparams import tinygrad_env
+from mlperf_bert.train.environment import export_tinygrad_env
 from mlperf_bert.train.settings import Settings
 
 p = snakemake.params
 settings = Settings.from_dict(dict(p.hparams))  # the rule's params: the resolved settings of seed 0
-os.environ.update(tinygrad_env(settings))  # before tinygrad is imported (it reads them at import)
+export_tinygrad_env(settings, os.environ)  # before tinygrad is imported (it reads them at import)
 
 with job_log(snakemake.log[0]):
     from mlperf_bert.train.preflight import preflight

@@ -3,7 +3,7 @@ import json
 
 from jobglue import job_log
 from mlperf_bert.fileio import atomic_path
-from mlperf_bert.train.tinygrad_trainer import export
+from mlperf_bert.train.tinygrad_trainer.export import export
 
 with job_log(snakemake.log[0]):
     p = snakemake.params

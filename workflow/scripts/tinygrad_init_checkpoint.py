@@ -1,7 +1,7 @@
 # rule tinygrad_init_checkpoint: the initial weights as the TF checkpoint train_bert loads from INIT_CKPT_DIR.
 from jobglue import job_log
 from mlperf_bert.train.settings import Settings
-from mlperf_bert.train.tinygrad_trainer import init_model_config, write_init_checkpoint
+from mlperf_bert.train.tinygrad_trainer.checkpoint import init_model_config, write_init_checkpoint
 
 with job_log(snakemake.log[0]):
     settings = Settings.from_dict(dict(snakemake.params.hparams))  # the rule's params: this seed's settings

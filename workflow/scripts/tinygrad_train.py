@@ -3,7 +3,7 @@ from pathlib import Path
 
 from jobglue import job_log
 from mlperf_bert.train.settings import Settings
-from mlperf_bert.train.tinygrad_trainer import run_phases
+from mlperf_bert.train.tinygrad_trainer.process import run_phases
 
 with job_log(snakemake.log[0]):
     i, p = snakemake.input, snakemake.params

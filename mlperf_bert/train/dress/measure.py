@@ -1,7 +1,7 @@
-"""The measurements of one dress (mlperf_bert/train/dress.py): the train and eval steps of a ModelTrainer, as the
+"""The measurements of one dress (mlperf_bert/train/dress/): the train and eval steps of a ModelTrainer, as the
 train rule builds it, called as a run calls them, and what they launch and hold on each device.
 
-Import it only after dress.prepare_environment (tinygrad reads DEV, DEFAULT_FLOAT, BEAM, ... at import).
+Import it only after the dress exported its environment (run.py; tinygrad reads DEV, DEFAULT_FLOAT, BEAM, ... at import).
 
 One measurement (`measure`) at one depth and batch size:
   1. the trainer (random weights, LAMB state) realized: the persistent state of each device;
@@ -15,7 +15,7 @@ One measurement (`measure`) at one depth and batch size:
 The captured JITs' items (each graph batch opened) give the kernels launched a step per device, the distinct programs,
 the copies between devices and their bytes; tinygrad's counters after a jitted replay count one "kernel" per graph
 batch, so they are never read for counts. The memory plans of both captures give the timeline of the device that
-holds most (train/dress_timeline.py). It reads tinygrad 0.14.0's JIT internals and refuses another version.
+holds most (timeline.py). It reads tinygrad 0.14.0's JIT internals and refuses another version.
 """
 from __future__ import annotations
 import collections, gc, time
@@ -118,8 +118,8 @@ def _three_calls(name: str, call, log) -> list[float]:
 
 
 def _timelines(trainer: ModelTrainer, device: str) -> dict[str, Any]:
-  """Each captured step's memory plan on `device` (train/dress_timeline.py)."""
-  from mlperf_bert.train.dress_timeline import timeline
+  """Each captured step's memory plan on `device` (timeline.py)."""
+  from mlperf_bert.train.dress.timeline import timeline
   out: dict[str, Any] = {"device": device}
   for name, jit in (("train", trainer.train_step), ("eval", trainer.eval_step)):
     if name in trainer.plans and jit.captured is not None:

@@ -8,7 +8,7 @@ inputs and outputs, anything a live tensor holds) and its intermediates, which j
 a lane (the device's own buffers, the multi-device buffers, each with the copies apart). For each lane: the arena, the
 live bytes through the step (at TIMELINE_POINTS call indices), the moment of the peak (call i of N, the kernel there)
 and the buffers alive then, grouped by the call that first writes them (a kernel's name, or a copy) and largest first.
-Only call_names imports tinygrad (after dress.prepare_environment exported its settings).
+Only call_names imports tinygrad (after the dress exported its settings: run.py).
 """
 from __future__ import annotations
 import collections

@@ -1,4 +1,4 @@
-"""The dress rehearsal's answer (mlperf_bert/train/dress.py): the measurements of one or two depths, extrapolated to
+"""The dress rehearsal's answer (mlperf_bert/train/dress/): the measurements of one or two depths, extrapolated to
 the config's depth, against the card's memory and published peaks, beside tinycorp's published step time; as JSON
 and as a one-screen table. Nothing here imports tinygrad.
 
@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 GiB = 1 << 30
-PUBLISHED = Path(__file__).resolve().parents[2] / "resources" / "published" / "tinycorp-v5.0-bert.json"
+PUBLISHED = Path(__file__).resolve().parents[3] / "resources" / "published" / "tinycorp-v5.0-bert.json"
 
 
 @dataclass(frozen=True)
@@ -207,7 +207,7 @@ def format_table(r: dict[str, Any]) -> str:
 
 def format_timelines(r: dict[str, Any]) -> str:
   """`dress --timeline`: each step's memory plan on the device that holds most, at the deepest depth measured."""
-  from mlperf_bert.train.dress_timeline import format_timeline
+  from mlperf_bert.train.dress.timeline import format_timeline
   m = max(r["measurements"], key=lambda p: p["layers"])
   tl = m.get("timeline") or {}
   head = f"where the memory goes at {m['layers']} layers, BS {m['batch_size']} (train/jitmem.py plans it):"
