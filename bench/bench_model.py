@@ -11,7 +11,7 @@ import argparse, time
 import numpy as np
 from tinygrad import Context, Device, Tensor, TinyJit, dtypes
 
-from mlperf_bert.train.dress.report import step_flops  # the analytic matmul count (the dress rehearsal's too)
+from mlperf_bert.train.dress.report import step_flops  # the analytic matmul count (the dress's too)
 from mlperf_bert.train.model import BertConfig, BertForPretraining
 
 

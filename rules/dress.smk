@@ -1,8 +1,8 @@
-# Dress rehearsal: the platform's train and eval steps at full size (MLPerf BERT-large, seq 512, 76 predictions),
+# Dress: the platform's train and eval steps at full size (MLPerf BERT-large, seq 512, 76 predictions),
 # compiled for its GPU (DRESS_TARGET) on tinygrad's NULL device, on no GPU: memory a device against the card, kernels,
 # FLOPs, the roofline floor beside tinycorp's published step time (mlperf_bert/train/dress/, README "Dress
 # rehearsal"). `snakemake dress --config platform=tinybox_green` writes {basedir}/dress/tinybox_green.json and the
-# report's "Dress rehearsal" section. Config key dress_layers: unset = 2 and 4 layers extrapolated, `full`, or N.
+# report's "Dress" section. Config key dress_layers: unset = 2 and 4 layers extrapolated, `full`, or N.
 
 
 rule dress:
@@ -18,7 +18,7 @@ rule dress_platform:
     output:
         json=B("dress/{platform}.json"),
         table=report(B("report/dress/{platform}.txt"), caption="../workflow/report/dress.rst",
-                     category="Dress rehearsal", labels={"platform": "{platform}"}),
+                     category="Dress", labels={"platform": "{platform}"}),
     params:
         layers=PLAN.config.get("dress_layers"),
         overrides=PLAN.train,

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Set up everything this project needs on a fresh Debian/Ubuntu machine with Python >= 3.11:
 #   - clang (tinygrad compiles its CPU kernels with it), installed with apt when missing; with the extra `dress`,
-#     Debian's libllvm19 (the dress rehearsal's compiler for AMD targets);
+#     Debian's libllvm19 (the dress's compiler for AMD targets);
 #   - a virtual environment .venv with the mlperf_bert package and the extras named in $1 (e.g. "test,tf").
 # Re-running it is cheap: pip runs again only when pyproject.toml or the extras changed.
 set -euo pipefail
@@ -15,10 +15,10 @@ if ! command -v clang >/dev/null 2>&1; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq clang >/dev/null
 fi
 
-# the dress rehearsal of the AMD profiles compiles with LLVM 19 (Debian's libllvm19; LLVM 15 cannot): with the extra
+# the dress of the AMD profiles compiles with LLVM 19 (Debian's libllvm19; LLVM 15 cannot): with the extra
 # `dress`, install it when missing (the CUDA profiles' nvrtc comes from pip with the same extra)
 if [[ ",$extras," == *",dress,"* ]] && ! ls /usr/lib/llvm-19/lib/libLLVM*.so* /usr/lib/*-linux-gnu/libLLVM*19* >/dev/null 2>&1; then
-  echo "setup: installing libllvm19 (the dress rehearsal's compiler for AMD targets)" >&2
+  echo "setup: installing libllvm19 (the dress's compiler for AMD targets)" >&2
   sudo=""; [ "$(id -u)" -ne 0 ] && sudo="sudo"
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq libllvm19 >/dev/null

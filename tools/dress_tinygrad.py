@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The dress rehearsal of tinygrad's own BERT step: train_step_bert and eval_step_bert of a tinygrad checkout
+"""The dress of tinygrad's own BERT step: train_step_bert and eval_step_bert of a tinygrad checkout
 (examples/mlperf/model_train.py, e.g. the v5.1 commit e0139fa), with the checkout's own tinygrad, on NULL devices at a
 platform's settings; the same figures `python -m mlperf_bert dress` gives for this project's step.
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Record the measured step times of tinycorp's published MLPerf Training v5.0 BERT results (the figures, not the
-logs) into resources/published/tinycorp-v5.0-bert.json, which the dress rehearsal shows beside its roofline floor.
+logs) into resources/published/tinycorp-v5.0-bert.json, which the dress shows beside its roofline floor.
 
     git -C <mirror of github:mlcommons/training_results_v5.0> archive HEAD tinycorp/results | tar -x -C /tmp/v50
     python tools/record_published_steps.py /tmp/v50 --commit <that commit> \

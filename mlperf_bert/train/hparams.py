@@ -118,7 +118,7 @@ def resolve(platform: dict[str, Any], overrides: dict[str, Any] | None = None, s
 
 def _device(dev: Any) -> str:
   """DEV upper-cased; NULL may carry a target whose arch keeps its case (NULL:CUDA:sm_89: compile for sm_89, run
-  nothing; tinygrad/helpers.py Target), as the dress rehearsal sets it."""
+  nothing; tinygrad/helpers.py Target), as the dress sets it."""
   devices = known_devices()
   name, _, target = str(dev).partition(":")
   ren, _, arch = target.partition(":")

@@ -137,7 +137,7 @@ class Settings:
   num_cpu_threads: int = _key("NUM_CPU_THREADS")
   free_intermediate: int | None = _key("FREE_INTERMEDIATE")
   train_beam: int | None = _key("TRAIN_BEAM")
-  dress_target: str | None = _key("DRESS_TARGET")  # the GPU target of the dress rehearsal (train/dress/)
+  dress_target: str | None = _key("DRESS_TARGET")  # the GPU target of the dress (train/dress/)
   model: ModelSettings = None  # type: ignore[assignment]
   optimizer: OptimizerSettings = None  # type: ignore[assignment]
   eval: EvalSettings = None  # type: ignore[assignment]

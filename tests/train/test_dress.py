@@ -1,4 +1,4 @@
-"""The dress rehearsal (mlperf_bert/train/dress/): tinybox_green's steps compiled for sm_89 with NVIDIA's real nvrtc
+"""The dress (mlperf_bert/train/dress/): tinybox_green's steps compiled for sm_89 with NVIDIA's real nvrtc
 on tinygrad's NULL device, their memory and FLOPs a layer against the analytic count, a batch size that cannot fit,
 the demo step on NULL against the same step on the CPU, and the bad inputs.
 

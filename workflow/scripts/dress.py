@@ -1,4 +1,4 @@
-# rule dress_platform: the dress rehearsal of the platform (mlperf_bert/train/dress/), its JSON and table.
+# rule dress_platform: the dress of the platform (mlperf_bert/train/dress/), its JSON and table.
 from jobglue import job_log
 from mlperf_bert.train.dress import dress_files, parse_layers
 

@@ -1,4 +1,4 @@
-"""The dress rehearsal: a platform's train and eval steps at full size, compiled for its GPU, on no GPU.
+"""The dress: a platform's train and eval steps at full size, compiled for its GPU, on no GPU.
 
     result = dress_files(profile_file("tinybox_green"), DEFAULT_BERT_CONFIG, overrides={"BS": 72})   # the whole dress
     plan = plan_dress(profile_dir / "platform.yaml", bert_layers=24, layers=None, overrides={"BS": 72})  # checks only

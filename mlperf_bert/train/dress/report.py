@@ -1,4 +1,4 @@
-"""The dress rehearsal's answer (mlperf_bert/train/dress/): the measurements of one or two depths, extrapolated to
+"""The dress's answer (mlperf_bert/train/dress/): the measurements of one or two depths, extrapolated to
 the config's depth, against the card's memory and published peaks, beside tinycorp's published step time; as JSON
 and as a one-screen table. Nothing here imports tinygrad.
 
@@ -169,7 +169,7 @@ def format_table(r: dict[str, Any]) -> str:
   """One screen: the setting, memory a device against the card, counts, FLOPs, bytes, time."""
   m, tr, ev = r["memory"], r["train"], r["eval"]
   d0 = next(iter(m["peak"]))
-  lines = [f"dress rehearsal of {r['platform']}: {r['devices']} x {r['target']} on tinygrad's NULL device, "
+  lines = [f"dress of {r['platform']}: {r['devices']} x {r['target']} on tinygrad's NULL device, "
            f"BS {r['batch_size']}, EVAL_BS {r['eval_batch_size']}, {r['float']} (SUM_DTYPE {r['sum_dtype']}), "
            f"seq {r['seq']}, {r['predictions']} predictions, BEAM 0, FREE_INTERMEDIATE {r['free_intermediate']}",
            f"  {r['how']}", f"  compiler: {r['compiler']}"]
