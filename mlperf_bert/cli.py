@@ -420,7 +420,7 @@ def _cmd_compare(a) -> int:
 def _cmd_reexecute(a) -> int:
   # the worker exports the run's tinygrad settings (search off) before it imports tinygrad: nothing above imports it
   from mlperf_bert.train import evidence, segment
-  work = evidence.reexecute_eval if a.command == "reexecute-eval" else segment.reexecute_segment
+  work = evidence.eval_worker if a.command == "reexecute-eval" else segment.segment_worker
   emit = lambda obj: print(json.dumps(obj), flush=True)
   try: return work(json.loads(Path(a.request).read_text()), emit)
   except (UserError, KeyError, TypeError, ValueError) as e:

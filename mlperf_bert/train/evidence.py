@@ -3,7 +3,7 @@ eval: the final weights, and the last eval's batches evaluated again on them.
 
     entry = save_final_weights(trainer, weights_path(log), folder)    # result_bert_<seed>.final.safetensors
     reeval(record_path, indices, devices, rel_eps) -> [(i, EvalBatch, near ties)]  # the audit's side (own process)
-    reexecute_eval(request, emit)                                     # `python -m mlperf_bert reexecute-eval REQUEST.json`
+    eval_worker(request, emit)                                        # `python -m mlperf_bert reexecute-eval REQUEST.json`
 
 The weights are the model's tensors only (no optimizer state), named as the model's state_dict, in safetensors
 (no pickle), written atomically; bfloat16 is stored as float32 (exact) and cast back on load. The last eval's
@@ -149,7 +149,7 @@ def reeval(record_file: str | os.PathLike, indices: list[int], devices: tuple[st
     shard.close()
 
 
-def reexecute_eval(req: dict[str, Any], emit: Callable[[dict], None]) -> int:
+def eval_worker(req: dict[str, Any], emit: Callable[[dict], None]) -> int:
   """The audit's eval worker (`python -m mlperf_bert reexecute-eval REQUEST.json`). REQUEST {"record", "indices",
   "device", "devices", "eval_set", "rel_eps", "searched"}: emits one line with the devices used, then one per batch as
   it is evaluated ({"index", "batch": [correct, total, accuracy], "near": near_ties or None}); a UserError, KeyError,

@@ -1,7 +1,7 @@
 """The audit's re-execution of a training segment: from a kept state (or the run's initial state) to the next kept
 state, with the trainer's own code, in a process of its own (audit/segments.py starts it).
 
-    python -m mlperf_bert reexecute-segment REQUEST.json      # cli.py; reexecute_segment(request, emit) here
+    python -m mlperf_bert reexecute-segment REQUEST.json      # cli.py; segment_worker(request, emit) here
 
 REQUEST: {"record": the train record, "from": a step (0: the initial state: the seeded init or the converted
 checkpoint, as TrainRun._build makes it), "to": the step of a later kept state, "device", "devices"}. The process
@@ -115,7 +115,7 @@ def run_segment(record_file: str | os.PathLike, start: int, end: int, devices: t
   emit({"compare": out})
 
 
-def reexecute_segment(req: dict[str, Any], emit: Callable[[dict], None]) -> int:
+def segment_worker(req: dict[str, Any], emit: Callable[[dict], None]) -> int:
   """The audit's segment worker (`python -m mlperf_bert reexecute-segment REQUEST.json`; see the module doc): the lines
   go to `emit`; a UserError, KeyError, TypeError or ValueError is the CLI's {"error"} line and exit 1."""
   from mlperf_bert.machine import this_machine

@@ -72,17 +72,17 @@ def timeline(plan, calls: list, device: str) -> list[dict[str, Any]]:
   return sorted(lanes, key=lambda x: -x["arena"])
 
 
-def _gb(n: float) -> str: return f"{n / 1e9:.3f} GB"
+def _gb3(n: float) -> str: return f"{n / 1e9:.3f} GB"  # to the MB: a timeline tells buffers apart
 
 
 def format_timeline(step: str, device: str, lanes: list[dict[str, Any]]) -> str:
   """A few lines a lane: arena against its live peak, where the peak is, what lives there, the live bytes through."""
   lines = [f"{step} step on {device}: intermediates planned into {len(lanes)} arena(s)"]
   for ln in lanes:
-    lines.append(f"  {ln['lane']:22s} arena {_gb(ln['arena'])}, live peak {_gb(ln['peak'])} at call {ln['peak_at']} "
+    lines.append(f"  {ln['lane']:22s} arena {_gb3(ln['arena'])}, live peak {_gb3(ln['peak'])} at call {ln['peak_at']} "
                  f"of {ln['calls']} ({ln['peak_call']}), {ln['buffers']} buffers")
     if ln["arena"] < SMALL: continue
     for g in ln["at_peak"]:
-      lines.append(f"      {_gb(g['bytes']):>11s} in {g['buffers']:4d} buffer(s) made by {g['made_by']}")
+      lines.append(f"      {_gb3(g['bytes']):>11s} in {g['buffers']:4d} buffer(s) made by {g['made_by']}")
     lines.append("      live through the step: " + " ".join(f"{v / 1e9:.2f}" for _, v in ln["through"]))
   return "\n".join(lines)
