@@ -20,7 +20,6 @@ import json
 from pathlib import Path
 from types import SimpleNamespace
 
-import numpy as np
 
 from mlperf_bert.audit.reexec import RETRAIN
 from mlperf_bert.audit.rows import Audit
