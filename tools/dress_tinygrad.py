@@ -211,7 +211,7 @@ def main() -> int:
   ap.add_argument("--out", type=Path, required=True)
   a = ap.parse_args()
   sys.path.insert(0, str(REPO))
-  from mlperf_bert.cli import _parse_set
+  from mlperf_bert.cli.common import _parse_set
   from mlperf_bert.train.dress.report import tinygrad_prediction
   from mlperf_bert.train.hparams import load_platform, resolve
   over = _parse_set(a.set)

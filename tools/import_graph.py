@@ -4,7 +4,7 @@ its base modules, with the module imports behind each edge, and exits 1 when the
 
   * a circle between modules (imports inside functions count: a lazy import is still a dependency);
   * data importing train or audit, train importing audit (a wing imports only the wings below it);
-  * a base module (constants, errors, fileio, config, snakejob) importing a wing. cli.py and __main__.py are the
+  * a base module (constants, errors, fileio, config, snakejob) importing a wing. The cli package and __main__.py are the
     front door: they may import every wing;
   * a module importing the workflow's plan (plan.py: made by rules/common.smk from the config; it may import every
     wing) other than the front door.

@@ -9,7 +9,7 @@ The weights are the model's tensors only (no optimizer state), named as the mode
 (no pickle), written atomically; bfloat16 is stored as float32 (exact) and cast back on load. The last eval's
 per-batch counts are the train record's `last_eval` (train/evaluation.py, which computes the metric for both sides).
 
-`python -m mlperf_bert reexecute-eval REQUEST.json` (cli.py; audit/reexec.py starts it) is the audit's re-execution:
+`python -m mlperf_bert reexecute-eval REQUEST.json` (cli/audit.py; audit/reexec.py starts it) is the audit's re-execution:
 it reads the request (the train record, the batches to evaluate, the devices, the tree's eval set), exports the run's
 tinygrad settings before importing tinygrad (as the train job does) but its own kernel search settings
 (`audit_settings`: BEAM 0, whatever the record says: a search of every kernel takes minutes to hours where the run's

@@ -34,7 +34,7 @@ class RunInputs:
                int(max_seq_length), int(max_predictions_per_seq), Path(init_weights) if init_weights else None)
 
   def argv(self) -> list[str]:
-    """The same inputs as arguments of `python -m mlperf_bert train` (cli.py reads them back with `of`)."""
+    """The same inputs as arguments of `python -m mlperf_bert train` (cli/train.py reads them back with `of`)."""
     args = ["--shards", *map(str, self.shards), "--eval", str(self.eval_set), "--bert-config", str(self.bert_config),
             "--max-seq-length", str(self.max_seq_length), "--max-predictions-per-seq", str(self.max_predictions_per_seq),
             "--out", str(self.log), "--work-log", str(self.work_log), "--ckpt-dir", str(self.ckpt_dir)]

@@ -1,7 +1,7 @@
 """The audit's re-execution of a training segment: from a kept state (or the run's initial state) to the next kept
 state, with the trainer's own code, in a process of its own (audit/segments.py starts it).
 
-    python -m mlperf_bert reexecute-segment REQUEST.json      # cli.py; segment_worker(request, emit) here
+    python -m mlperf_bert reexecute-segment REQUEST.json      # cli/audit.py; segment_worker(request, emit) here
 
 REQUEST: {"record": the train record, "from": a step (0: the initial state: the seeded init or the converted
 checkpoint, as TrainRun._build makes it), "to": the step of a later kept state, "device", "devices"}. The process
