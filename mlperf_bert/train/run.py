@@ -82,7 +82,7 @@ class RunResult:
 
 
 @dataclasses.dataclass(frozen=True)
-class PhasePlan:
+class PhaseStart:
   """What this process's phase finds and does. `resume`: the checkpoint of these settings to continue from (and its
   metadata). `kept`: a resumable run's work log (it has run_start) is continued, so no header is logged again.
   `new_log`: the work log starts afresh with init_start (a phase that is not "run" of a run that is not kept)."""
@@ -149,7 +149,7 @@ class TrainRun:
     return ModelTrainer(self.cfg, self.s, self.devices, seed=self.s.seed, init_weights=self.inputs.init_weights)
 
   # ---------------------------------------------------------------------------------------------------
-  def _plan(self, phase: str) -> PhasePlan:
+  def _start(self, phase: str) -> PhaseStart:
     """Look at the checkpoints and the work log: resume or start afresh; the RUN phase alone needs an INIT phase's
     log (it ends with init_stop) or a resumable run's."""
     if phase not in PHASES: raise UserError(f"phase {phase!r}: use one of {', '.join(PHASES)}")
@@ -164,7 +164,7 @@ class TrainRun:
       raise UserError(f"{work_log}: the RUN phase needs the work log of an INIT phase that ends with init_stop (or a "
                       f"resumable run's log with its checkpoint), but it {found}; run the INIT phase first (train "
                       f"--phase init with the same settings) or use --phase all")
-    return PhasePlan(resume, kept, new_log=phase != "run" and not kept)
+    return PhaseStart(resume, kept, new_log=phase != "run" and not kept)
 
   def run(self, stop_after: int | None = None, on_step: Callable[[int, float], None] | None = None,
           phase: str = "all") -> RunResult:
@@ -174,38 +174,38 @@ class TrainRun:
     ends with init_stop; status "init"). "run": the RUN phase alone, appended to the work log an INIT phase left (in
     another process: tinygrad's run_and_time.sh). A resumable run (a checkpoint of these settings and a work log
     with run_start) is continued in every phase: "init" and "all" only compile then, nothing is logged twice."""
-    plan = self._plan(phase)
-    if plan.new_log: self.inputs.work_log.unlink(missing_ok=True)
-    log = ResultLog(self.inputs.work_log, echo=self.echo, append=not plan.new_log)
+    start = self._start(phase)
+    if start.new_log: self.inputs.work_log.unlink(missing_ok=True)
+    log = ResultLog(self.inputs.work_log, echo=self.echo, append=not start.new_log)
     try:
       if phase != "run":
-        if plan.kept:
-          self.say(f"a resumable run: {self.inputs.work_log} and {plan.resume[0]} are kept; the INIT phase "
+        if start.kept:
+          self.say(f"a resumable run: {self.inputs.work_log} and {start.resume[0]} are kept; the INIT phase "
                    "compiles, logs nothing")
-        self._init_phase(log if plan.new_log else None)
+        self._init_phase(log if start.new_log else None)
       if phase == "init": return RunResult("init", 0, 0, [], [], None)
-      return self._run_phase(log, plan, stop_after, on_step)
+      return self._run_phase(log, start, stop_after, on_step)
     finally:
       log.close()
 
-  def _run_phase(self, log: ResultLog, plan: PhasePlan, stop_after, on_step) -> RunResult:
+  def _run_phase(self, log: ResultLog, start: PhaseStart, stop_after, on_step) -> RunResult:
     """The RUN phase, one loop: the header (unless a kept log has it) and the model (resumed or new); then a timed
     step after step (train/step.py), every EVAL_STEP_FREQ steps (and at TRAIN_STEPS) an eval (train/evaluation.py) that ends the run
     at TARGET, every SAVE_CKPT_FREQ steps a block and, under CKPT, a checkpoint; TRAIN_STEPS without TARGET ends it
     aborted, and `stop_after` steps of this process stop it resumably (no result log)."""
     s = self.s
     gbs, train_steps = s.global_batch_size, s.optimizer.train_steps
-    if not plan.kept: log.run_header(s, self.seq, self.pred)
+    if not start.kept: log.run_header(s, self.seq, self.pred)
     trainer = self._build()
     step, position = 0, 0
-    if plan.resume is not None:
-      path, meta = plan.resume
+    if start.resume is not None:
+      path, meta = start.resume
       load_state(trainer, path)
       step, position = int(meta["step"]), int(meta["position"])
       self.say(f"resuming from {path} at step {step} (sample {position})")
       log.event("resume_from_checkpoint", None, step_num=step, samples_count=position)
-    self.kept.reset(step if plan.resume is not None else None, self.fingerprint)
-    if not plan.kept: log.epoch_start(step * gbs)
+    self.kept.reset(step if start.resume is not None else None, self.fingerprint)
+    if not start.kept: log.epoch_start(step * gbs)
     accs: list[tuple[int, float]] = []
     losses: list[float] = []
     times: list[float] = []

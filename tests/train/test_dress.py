@@ -189,7 +189,7 @@ def test_a_null_device_with_a_target_resolves_and_keeps_the_arch_case():
 
 
 def test_the_dress_environment_forces_beam_0_and_exports_parallel():
-  plan = dress.plan_dress(REPO / "profiles/tinybox_green/platform.yaml", 24)
+  plan = dress.set_up_dress(REPO / "profiles/tinybox_green/platform.yaml", 24)
   env = {}
   assert dress.export_environment(plan, env) == []
   assert env["DEV"] == "NULL:CUDA:sm_89" and env["BEAM"] == "0" and env["PARALLEL"] == "0"

@@ -1,10 +1,10 @@
 """The dress: a platform's train and eval steps at full size, compiled for its GPU, on no GPU.
 
     result = dress_files(profile_file("tinybox_green"), DEFAULT_BERT_CONFIG, overrides={"BS": 72})   # the whole dress
-    plan = plan_dress(profile_dir / "platform.yaml", bert_layers=24, layers=None, overrides={"BS": 72})  # checks only
+    setup = set_up_dress(profile_dir / "platform.yaml", bert_layers=24, layers=None, overrides={"BS": 72})  # checks only
 
-One module a job: compilers.py finds the target's compiler, plan.py checks every input and resolves the settings
-(DressPlan), run.py exports the environment and runs the dress, measure.py measures the steps (it imports tinygrad),
+One module a job: compilers.py finds the target's compiler, setup.py checks every input and resolves the settings
+(DressSetup), run.py exports the environment and runs the dress, measure.py measures the steps (it imports tinygrad),
 report.py summarizes and formats the answer, timeline.py follows a step's memory on one device.
 
 tinygrad 0.14's NULL device with a target (DEV=NULL:CUDA:sm_89, tinygrad/helpers.py `Target`, runtime/ops_null.py)
@@ -22,6 +22,6 @@ own NULL renderer (no compiler: counts and memory only). Importing this package 
 """
 from mlperf_bert.train.dress.compilers import (COMPILER_SOURCES, Compiler, debian_llvm19, find_compiler,  # noqa: F401
                                                parse_target, wheel_nvrtc)
-from mlperf_bert.train.dress.plan import (DEFAULT_BERT_CONFIG, DressPlan, config_depth, parse_layers,  # noqa: F401
-                                          parse_pair, plan_dress, profile_file)
+from mlperf_bert.train.dress.setup import (DEFAULT_BERT_CONFIG, DressSetup, config_depth, parse_layers,  # noqa: F401
+                                          parse_pair, set_up_dress, profile_file)
 from mlperf_bert.train.dress.run import dress_files, export_environment, run_dress  # noqa: F401

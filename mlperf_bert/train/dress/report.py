@@ -92,15 +92,15 @@ def tinygrad_prediction(record: dict, depth: int = 24, target: str = "CUDA:sm_89
           "spare": card.usable - worst, "fits": worst <= card.usable}
 
 
-def summarize(plan, cfg, points: list[dict], seq: int, pred: int, bs_points: list[dict] | None = None
+def summarize(setup, cfg, points: list[dict], seq: int, pred: int, bs_points: list[dict] | None = None
               ) -> dict[str, Any]:
   """The dress's answer: figures at the config's depth (extrapolated from two depths, or the one measured)."""
-  s, depths = plan.settings, plan.depths
-  depth = plan.full_depth if len(depths) == 2 else depths[0]
+  s, depths = setup.settings, setup.depths
+  depth = setup.full_depth if len(depths) == 2 else depths[0]
   at = lambda key: _line(points, key, depth, depths)
   mem = {k: at(lambda p, k=k: p[k]) for k in ("persistent", "train_peak", "between", "eval_peak", "train_after_eval_peak")}
   peak = {d: max(mem[k][d] for k in ("train_peak", "eval_peak", "train_after_eval_peak")) for d in mem["persistent"]}
-  card = CARDS.get(plan.target)
+  card = CARDS.get(setup.target)
   tr = {k: at(lambda p, k=k: p["train"][k]) for k in ("kernels", "copies", "copy_bytes", "flops", "bytes", "kernels_per_device")}
   ev = {k: at(lambda p, k=k: p["eval"][k]) for k in ("kernels", "copies", "copy_bytes", "flops", "bytes", "kernels_per_device")}
   tr["programs"], ev["programs"] = points[-1]["train"]["programs"], points[-1]["eval"]["programs"]
@@ -108,16 +108,16 @@ def summarize(plan, cfg, points: list[dict], seq: int, pred: int, bs_points: lis
   tr["analytic_flops"] = step_flops(full, s.batch_size, seq, pred)
   ev["analytic_flops"] = step_flops(full, s.eval.batch_size, seq, pred, train=False)
   out: dict[str, Any] = {
-    "platform": plan.platform, "target": plan.target, "compiler": plan.compiler.describe,
+    "platform": setup.platform, "target": setup.target, "compiler": setup.compiler.describe,
     "devices": s.gpus, "device": s.tinygrad.dev, "batch_size": s.batch_size, "eval_batch_size": s.eval.batch_size,
     "float": s.float_type, "sum_dtype": s.tinygrad.sum_dtype, "loss_scaler": s.optimizer.loss_scaler,
     "free_intermediate": s.free_intermediate, "parallel": s.tinygrad.parallel, "beam": 0,
-    "seq": seq, "predictions": pred, "layers": depth, "config_layers": plan.full_depth,
+    "seq": seq, "predictions": pred, "layers": depth, "config_layers": setup.full_depth,
     "measured_layers": list(depths), "extrapolated": len(depths) == 2,
     "how": (f"measured at {depths[0]} and {depths[1]} layers, extrapolated linearly to {depth}" if len(depths) == 2
-            else f"measured at {depth} layers" + ("" if depth == plan.full_depth else
-                                                  f" (the config has {plan.full_depth}: figures of a {depth}-layer model)")),
-    "memory": {**mem, "peak": peak}, "train": tr, "eval": ev, "notes": list(plan.notes),
+            else f"measured at {depth} layers" + ("" if depth == setup.full_depth else
+                                                  f" (the config has {setup.full_depth}: figures of a {depth}-layer model)")),
+    "memory": {**mem, "peak": peak}, "train": tr, "eval": ev, "notes": list(setup.notes),
     "per_layer": _per_layer(points, depths, cfg, s, seq) if len(depths) == 2 else None,
     "measurements": points,
   }
@@ -128,14 +128,14 @@ def summarize(plan, cfg, points: list[dict], seq: int, pred: int, bs_points: lis
     out["fits"] = worst <= card.usable
     per_dev_flops, per_dev_bytes = tr["flops"] / s.gpus, tr["bytes"] / s.gpus
     out["roofline_ms"] = round(1e3 * max(per_dev_flops / (card.tflops * 1e12), per_dev_bytes / (card.gbps * 1e9)), 1)
-    if bs_points: out["largest_batch_size"] = _largest(plan, bs_points, peak, card, depth)
+    if bs_points: out["largest_batch_size"] = _largest(setup, bs_points, peak, card, depth)
   else:
     out["card"], out["fits"], out["roofline_ms"] = None, None, None
-  pub = published(plan.platform)
+  pub = published(setup.platform)
   if pub:
     samples = pub["steps_to_target"] * pub["global_batch_size"]
     steps = -(-samples // s.batch_size)
-    out["published"] = {"system": plan.platform, "step_ms": pub["step_ms"], "global_batch_size": pub["global_batch_size"],
+    out["published"] = {"system": setup.platform, "step_ms": pub["step_ms"], "global_batch_size": pub["global_batch_size"],
                         "steps_to_target": pub["steps_to_target"], "source": f"training_results_v5.0 {pub['commit'][:10]}",
                         "run_min": round(pub["steps_to_target"] * pub["step_ms"] / 6e4, 1)}
     out["steps_to_target"] = steps
@@ -155,11 +155,11 @@ def _per_layer(points, depths, cfg, s, seq) -> dict[str, Any]:
           "train_peak_bytes": diff(lambda p: p["train_peak"][d0])}
 
 
-def _largest(plan, bs_points, peak, card: Card, depth: int) -> int:
+def _largest(setup, bs_points, peak, card: Card, depth: int) -> int:
   """The largest BS (a multiple of GPUS) whose peak, on the line through the two measured batch sizes, fits."""
   worst = lambda r: max(r["memory"]["peak"].values())
   (a, b) = bs_points
-  return largest_fitting((a["batch_size"], b["batch_size"]), (worst(a), worst(b)), card.usable, plan.settings.gpus)
+  return largest_fitting((a["batch_size"], b["batch_size"]), (worst(a), worst(b)), card.usable, setup.settings.gpus)
 
 
 def _gb(n: float) -> str: return f"{n / 1e9:.2f} GB"

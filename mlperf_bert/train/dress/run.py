@@ -1,24 +1,24 @@
-"""The whole dress of a platform file: planned (plan.py), the environment exported, each depth measured (measure.py),
+"""The whole dress of a platform file: set up (setup.py), the environment exported, each depth measured (measure.py),
 the answer summarized (report.py) and written.
 
     result = dress_files(platform_file, bert_config, layers=None, overrides={"BS": 72}, json_out="green72.json")
-    result = run_dress(plan, bert_config)      # in a process that exported the plan's environment
+    result = run_dress(setup, bert_config)      # in a process that exported the setup's environment
 
-Only run_dress imports tinygrad (through measure.py), after dress_files exported the plan's tinygrad settings.
+Only run_dress imports tinygrad (through measure.py), after dress_files exported the setup's tinygrad settings.
 """
 from __future__ import annotations
 import dataclasses, json, os, sys
 from typing import Any, MutableMapping
 
 from mlperf_bert.errors import UserError
-from mlperf_bert.train.dress.plan import DEFAULT_PAIR, PRED, SEQ, DressPlan, config_depth, plan_dress
+from mlperf_bert.train.dress.setup import DEFAULT_PAIR, PRED, SEQ, DressSetup, config_depth, set_up_dress
 from mlperf_bert.train.environment import export_tinygrad_env
 
 
-def export_environment(plan: DressPlan, environ: MutableMapping[str, str]) -> list[str]:
-  """Export the dress's tinygrad environment into `environ` (before tinygrad is imported): the plan's settings
+def export_environment(setup: DressSetup, environ: MutableMapping[str, str]) -> list[str]:
+  """Export the dress's tinygrad environment into `environ` (before tinygrad is imported): the setup's settings
   (DEV=NULL:<target>, BEAM 0), PARALLEL as the RUN phase sets it, the compiler's library; one note per value replaced."""
-  return export_tinygrad_env(plan.settings, environ, setter="the dress", parallel=True, libraries=plan.compiler.env)
+  return export_tinygrad_env(setup.settings, environ, setter="the dress", parallel=True, libraries=setup.compiler.env)
 
 
 def dress_files(platform_file: str | os.PathLike, bert_config: str | os.PathLike, *, layers: int | None = None,
@@ -28,15 +28,15 @@ def dress_files(platform_file: str | os.PathLike, bert_config: str | os.PathLike
   """The whole dress of a platform file: checked, the environment exported (tinygrad must not be imported yet),
   measured, and the answer written (JSON, table), each file atomically. Returns the answer with its table (and with
   `timeline`, each step's memory plan on the device that holds most, at the deepest depth measured)."""
-  plan = plan_dress(platform_file, config_depth(bert_config), layers=layers, pair=pair, overrides=overrides,
+  setup = set_up_dress(platform_file, config_depth(bert_config), layers=layers, pair=pair, overrides=overrides,
                     on_cpu=on_cpu)
   if "tinygrad" in sys.modules:
     raise UserError("the dress must export its tinygrad settings before tinygrad is imported, but this process "
                     "imported it already; run python -m mlperf_bert dress")
-  for note in export_environment(plan, os.environ): log(note)
+  for note in export_environment(setup, os.environ): log(note)
   from mlperf_bert.fileio import atomic_path
   from mlperf_bert.train.dress.report import format_table, format_timelines
-  result = run_dress(plan, bert_config, log=log)
+  result = run_dress(setup, bert_config, log=log)
   result["table"] = format_table(result) + ("\n" + format_timelines(result) if timeline else "")
   for out, text in ((json_out, json.dumps(result, indent=1) + "\n"), (table_out, result["table"] + "\n")):
     if out is None: continue
@@ -44,8 +44,8 @@ def dress_files(platform_file: str | os.PathLike, bert_config: str | os.PathLike
   return result
 
 
-def run_dress(plan: DressPlan, bert_config, log=print) -> dict[str, Any]:
-  """The dress of a plan (plan_dress): each depth measured, the answer summarized (report.summarize);
+def run_dress(setup: DressSetup, bert_config, log=print) -> dict[str, Any]:
+  """The dress of a setup (set_up_dress): each depth measured, the answer summarized (report.summarize);
   when it does not fit, a second batch size (half, a multiple of GPUS) measured the same way for the largest BS that
   fits (memory is close to linear in BS)."""
   from mlperf_bert.train.dress.measure import measure     # imports tinygrad: after the export
@@ -59,8 +59,8 @@ def run_dress(plan: DressPlan, bert_config, log=print) -> dict[str, Any]:
       points.append(measure(s, model_config(bert_config, s.model), SEQ, PRED, log))
     return summarize(p, model_config(bert_config, p.settings.model), points, SEQ, PRED)
 
-  result = dress(plan)
-  s = plan.settings
+  result = dress(setup)
+  s = setup.settings
   if result["fits"] is False:
     bs2 = max(s.gpus, s.batch_size // 2 // s.gpus * s.gpus)
     if bs2 == s.batch_size:
@@ -68,8 +68,8 @@ def run_dress(plan: DressPlan, bert_config, log=print) -> dict[str, Any]:
     else:
       keys = {"BS": bs2, **({"EVAL_BS": bs2} if s.eval.batch_size == s.batch_size else {})}
       log(f"dress: does not fit; measuring BS {bs2} for the largest BS that fits")
-      second = dress(dataclasses.replace(plan, settings=s.replace(**keys)))
-      result = summarize(plan, model_config(bert_config, s.model), result["measurements"], SEQ, PRED,
+      second = dress(dataclasses.replace(setup, settings=s.replace(**keys)))
+      result = summarize(setup, model_config(bert_config, s.model), result["measurements"], SEQ, PRED,
                          bs_points=[result, second])
       result["second_batch_size"] = {k: second[k] for k in ("batch_size", "eval_batch_size", "memory")}
   return result

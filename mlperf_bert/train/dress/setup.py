@@ -1,6 +1,6 @@
-"""The dress's plan: every input a dress needs checked, and its settings resolved, before tinygrad is imported.
+"""The dress's setup: every input a dress needs checked, and its settings resolved, before tinygrad is imported.
 
-    plan = plan_dress(platform_file, config_depth(bert_config), layers=None, overrides={"BS": 72})
+    setup = set_up_dress(platform_file, config_depth(bert_config), layers=None, overrides={"BS": 72})
 
 The profile's DRESS_TARGET and its compiler (compilers.py), the depths measured (2 and 4 extrapolated to the
 config's, or one), the settings: the platform's, DEV=NULL:<target>, BEAM 0 (a kernel "runs" in a fixed 1 ms on
@@ -22,7 +22,7 @@ DEFAULT_PAIR = (2, 4)                     # the default dress measures these dep
 
 
 @dataclasses.dataclass(frozen=True)
-class DressPlan:
+class DressSetup:
   platform: str
   target: str                       # CUDA:sm_89
   settings: Settings                # resolved, DEV=NULL:<target>, BEAM 0, the model depth of the first measurement
@@ -42,9 +42,9 @@ def parse_layers(text: str | None) -> int | None:
   return n
 
 
-def plan_dress(platform_file: str | os.PathLike, bert_layers: int, *, layers: int | None = None,
+def set_up_dress(platform_file: str | os.PathLike, bert_layers: int, *, layers: int | None = None,
                pair: tuple[int, int] = DEFAULT_PAIR, overrides: dict[str, Any] | None = None,
-               environ: dict[str, str] | None = None, on_cpu: bool = False) -> DressPlan:
+               environ: dict[str, str] | None = None, on_cpu: bool = False) -> DressSetup:
   """Validate everything a dress needs (before tinygrad is imported): the profile's DRESS_TARGET, its compiler, the
   depths. `bert_layers` is the config's depth; `layers` None measures `pair` and extrapolates, 0 the full depth, n
   that depth. `on_cpu` runs the same steps on this machine's CPU (small models only: what NULL's counts are checked
@@ -69,7 +69,7 @@ def plan_dress(platform_file: str | os.PathLike, bert_layers: int, *, layers: in
   notes = []
   if platform.get("BEAM"): notes.append(f"BEAM {platform['BEAM']} -> 0: on NULL every kernel 'runs' in a fixed 1 ms, "
                                         "so a search means nothing; BEAM's kernels are not the ones compiled here")
-  return DressPlan(path.parent.name, target, s, tuple(depths), bert_layers, compiler, tuple(notes))
+  return DressSetup(path.parent.name, target, s, tuple(depths), bert_layers, compiler, tuple(notes))
 
 
 def profile_file(name: str) -> Path:
