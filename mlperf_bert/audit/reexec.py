@@ -13,7 +13,8 @@ Records can be rewritten by whoever holds the tree; work cannot be faked without
 The sample is drawn from a seed taken at audit time (os.urandom through `secrets`, or --reexecute-seed to repeat a
 draw) that is printed in the table, so a forger cannot know which part will be redone. The budget (audit/bounded.py)
 is seconds or a coverage. Seconds are a hard bound: the eval set and the shards are rebuilt in the drawn order until
-half of it is spent, then each log's batches are evaluated in the drawn order until its share of the rest is spent;
+their share of this call's seconds is spent (half when both parts are redone), then each log's batches are evaluated
+in the drawn order until its share of the rest is spent;
 each process is stopped with its process group at the end of its share, and the row says what was not redone. A
 coverage (20%) redoes that share of the shards and of each log's batches (at least one of each), however long it takes.
 
