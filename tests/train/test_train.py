@@ -241,13 +241,13 @@ def test_snakemake_train_rule_resumes_after_kill(tmp_path):
   result = tmp_path / "results/cpu/result_bert_0.log"
   # the result log, not `all`: the provenance, report and audit jobs after it are the end-to-end test's
   cmd = [str(snakemake), "--cores", "2", str(result), "--config", f"basedir={tmp_path}",
-         "train={TRAIN_STEPS: 24, SAVE_CKPT_FREQ: 8, EVAL_STEP_FREQ: 12, EVAL_SAMPLES: 64, TARGET: 0.9, "
-         "INIT_BENCHMARK_STEPS: 0, CACHE_CLEAR: false, INIT_PROCESS: separate}"]  # the GPU profiles' two processes
-  ckpt = tmp_path / "train/cpu/seed_0/ckpt_00000016.safetensors"
+         "train={TRAIN_STEPS: 8, NUM_WARMUP_STEPS: 2, SAVE_CKPT_FREQ: 3, EVAL_STEP_FREQ: 4, EVAL_SAMPLES: 64, "
+         "TARGET: 0.9, INIT_BENCHMARK_STEPS: 0, CACHE_CLEAR: false, INIT_PROCESS: separate}"]  # the GPU profiles' two processes
+  ckpt = tmp_path / "train/cpu/seed_0/ckpt_00000006.safetensors"  # killed in step 7 or 8 (~2 s each)
   p = subprocess.Popen(cmd, cwd=repo, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
   try:
     deadline = time.time() + 900
-    while not ckpt.exists() and p.poll() is None and time.time() < deadline: time.sleep(1)
+    while not ckpt.exists() and p.poll() is None and time.time() < deadline: time.sleep(0.1)
     assert ckpt.exists(), "no checkpoint appeared"
   finally:
     if p.poll() is None:
@@ -257,7 +257,7 @@ def test_snakemake_train_rule_resumes_after_kill(tmp_path):
   r = subprocess.run(cmd, cwd=repo, capture_output=True, text=True, timeout=900)
   assert r.returncode == 0, r.stderr[-3000:]
   job_log = (tmp_path / "logs/train/cpu/seed_0.log").read_text()
-  assert "resuming from" in job_log and "at step 16" in job_log
+  assert "resuming from" in job_log and "at step 6" in job_log
   # the rerun's INIT process kept the killed run's work log and checkpoint; its RUN process continued them
   assert "the INIT phase compiles, logs nothing" in job_log and "train: RUN phase: process" in job_log
   text = result.read_text()

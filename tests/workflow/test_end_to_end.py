@@ -97,8 +97,9 @@ def test_finished_tree_dry_run_has_nothing_to_do(run):
 
 def test_clean_tree_audit_passes(run):
   before = tree_state(run.base)
-  # the least coverage: one shard, one eval batch and one training segment per log, however long they take
-  rc, out = run.audit("--reexecute-budget", "1%", reexecute=True)
+  # the least coverage of shards and evals: one shard and one eval batch per log, however long they take (a training
+  # segment re-executed on a clean tree: the green rehearsal's audit and test_times_scaled_... below)
+  rc, out = run.audit("--reexecute-budget", "1%", "--reexecute-parts", "shards", "evals", reexecute=True)
   assert rc == 0, out
   assert tree_state(run.base) == before, "the audit wrote into the audited tree"
   assert re.search(r"PASS\s+dry run\s+.*nothing to be done", out), out
@@ -121,12 +122,6 @@ def test_clean_tree_audit_passes(run):
     assert re.search(rf"PASS\s+re-execution\s+results/{PLATFORM}/result_bert_{s}\.log\s+1 of 1 batches of the last "
                      rf"eval \(drawn with seed \d+\) evaluated on result_bert_{s}\.final\.safetensors with the trainer's "
                      r"eval step on 1 CPU device\(s\), float32, bit-exact as recorded", out), out
-    # a training segment trained again from its kept state, bit-exact; its logged time holds its CPU seconds
-    assert re.search(rf"PASS\s+re-execution\s+results/{PLATFORM}/result_bert_{s}\.log\s+1 of 2 training segments "
-                     r"\(drawn with seed \d+; steps (0-20|20-40)\) trained again from the kept states with the "
-                     r"trainer's own step: bit-exact", out), out
-    assert re.search(rf"PASS\s+time\s+results/{PLATFORM}/result_bert_{s}\.log\s+every window of its logged times "
-                     r"holds its floor", out), out
 
 
 def test_provenance_records_name_every_shard_and_the_log(run):

@@ -94,6 +94,9 @@ def test_green_rehearsal_runs_the_dag_trains_through_evals_and_audits(green):
   assert not [l for l in p.stdout.splitlines() if l.startswith("FAIL")], p.stdout
   assert re.search(r"PASS\s+re-execution\s+results/tinybox_green-rehearsal/result_bert_0\.log\s+1 of 3 training "
                    r"segments \(drawn with seed \d+; steps (0-4|4-8|8-12)\) trained again .*: bit-exact", p.stdout), p.stdout
+  # its logged time holds the CPU seconds the segment takes here
+  assert re.search(r"PASS\s+time\s+results/tinybox_green-rehearsal/result_bert_0\.log\s+every window of its logged "
+                   r"times holds its floor", p.stdout), p.stdout
 
 
 def _rehearse_with_train_job(wd: Path, profile: str, tmp: Path, **over) -> list[float]:
