@@ -4,7 +4,7 @@
 
 Each configuration runs in its own process (tinygrad reads DEFAULT_FLOAT, SUM_DTYPE, ... at import), side by side
 in one invocation, so the ratios between them hold on a loaded machine even where the absolute times do not. Each
-builds this project's train step (mlperf_bert.train.run.Steps: the cpu profile's model, 1 layer, hidden 128,
+builds this project's train step (mlperf_bert.train.run.Steps: the cpu platform's model, 1 layer, hidden 128,
 2 heads, intermediate 512, the real 30,522-token vocabulary, seq 128, 20 predictions, global batch 8) with
 CPU_THREADS, DECODER_BLOCK and LAST_LAYER_ROWS off, on random batches (run.fake_batch):
   1dev-fp32  DEV=CPU, GPUS=1, fp32
@@ -23,6 +23,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 from machine import describe, machine  # noqa: E402
+from mlperf_bert.constants import platform_path  # noqa: E402
 from mlperf_bert.train.environment import export_tinygrad_env  # noqa: E402
 from mlperf_bert.train.hparams import load_platform, resolve  # noqa: E402
 
@@ -39,7 +40,7 @@ MATMUL_FLOP_PER_BYTE = 4.0  # a reduce kernel doing this many ops per byte of un
 
 
 def hparams(name: str, over: dict | None = None):
-  return resolve(load_platform(REPO / "profiles" / "cpu" / "platform.yaml"), {**COMMON, **CONFIGS[name], **(over or {})},
+  return resolve(load_platform(platform_path(REPO, "cpu")), {**COMMON, **CONFIGS[name], **(over or {})},
                  seed=0, where="--set")
 
 
@@ -147,7 +148,7 @@ def breakdown(r: dict) -> dict:
 def report(results: list[dict], info: dict, load_end) -> str:
   ref = next((r for r in results if r["config"] == "1dev-fp32"), results[0])  # the ratios' denominator
   out = [f"machine: {describe(info)}; load average at end {load_end}",
-         f"model: cpu profile (1 layer, hidden 128, 2 heads, intermediate 512, vocab 30522), BS 8, seq {SEQ}, "
+         f"model: cpu platform (1 layer, hidden 128, 2 heads, intermediate 512, vocab 30522), BS 8, seq {SEQ}, "
          f"pred {PRED}; CPU_THREADS, DECODER_BLOCK, LAST_LAYER_ROWS off; --set {results[0].get('set') or {}}", ""]
   base, base_cpu = statistics.median(ref["times"][2:]), statistics.median(ref["cpu"][2:])
   out.append(f"| config | devices | median step 3..N: wall s (vs {ref['config']}) | CPU s (vs {ref['config']}) | of it the calling "

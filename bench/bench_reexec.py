@@ -31,9 +31,10 @@ def cpu() -> float:
 
 def one(layers: int, bs: int, seq: int, pred: int, width: tuple[int, int, int]) -> tuple[float, float, float, float]:
   import numpy as np
+  from mlperf_bert.constants import platform_path
   from mlperf_bert.train.hparams import load_platform, resolve
   from mlperf_bert.train.trainer import ModelTrainer, devices_for, fake_batch, model_config
-  s = resolve(load_platform(ROOT / "profiles" / "cpu" / "platform.yaml"),
+  s = resolve(load_platform(platform_path(ROOT, "cpu")),
               {"BERT_LAYERS": layers, "BERT_HIDDEN_SIZE": width[0], "BERT_NUM_HEADS": width[1],
                "BERT_INTERMEDIATE_SIZE": width[2],
                "EVAL_BS": bs, "EVAL_SAMPLES": bs}, seed=0, eval_examples=bs)

@@ -16,7 +16,7 @@ tinygrad's side on the venv's library instead.
 Each side runs in its own process, one after the other: 2 warm-up steps (compile, JIT capture), then --steps timed
 steps; printed: median wall ms and CPU ms (user+sys of the process, all threads) per step, and the ratios
 (this project / tinygrad: below 1.0 means this project's step is faster). This project's side runs twice: with the
-cpu profile's CPU_THREADS (tinygrad 0.14's per-core kernel slices on all cores) and with it off (one core).
+cpu platform's CPU_THREADS (tinygrad 0.14's per-core kernel slices on all cores) and with it off (one core).
 """
 import argparse, json, os, statistics, subprocess, sys
 from pathlib import Path
@@ -52,11 +52,12 @@ def timed(step, n):
 
 OURS = COMMON + r'''
 sys.path.insert(0, S["REPO"])
+from mlperf_bert.constants import platform_path
 from mlperf_bert.train.hparams import load_platform, resolve
 from mlperf_bert.train.trainer import ModelTrainer, devices_for
 from mlperf_bert.train.model import BertConfig
 from tinygrad import Tensor
-hp = resolve(load_platform(os.path.join(S["REPO"], "profiles", "cpu", "platform.yaml")), {"GPUS": S["GPUS"], "BS": S["BS"], "CPU_THREADS": S["CPU_THREADS"]})
+hp = resolve(load_platform(platform_path(S["REPO"], "cpu")), {"GPUS": S["GPUS"], "BS": S["BS"], "CPU_THREADS": S["CPU_THREADS"]})
 cfg = BertConfig(vocab_size=S["VOCAB"], hidden_size=S["HIDDEN"], num_hidden_layers=S["LAYERS"], num_attention_heads=S["HEADS"],
                  intermediate_size=S["INTER"])
 Tensor.manual_seed(0)
@@ -120,11 +121,12 @@ def main():
     sys.exit(f"bench_step_vs_tinygrad.py: {co}: no examples/mlperf/model_train.py; pass a tinygrad work tree "
              f"(git -C <mirror> archive <commit> | tar -x -C DIR)")
   sys.path.insert(0, str(REPO))
+  from mlperf_bert.constants import platform_path
   from mlperf_bert.train.environment import tinygrad_env
   from mlperf_bert.train.hparams import load_platform, resolve
   sys.path.insert(0, str(REPO / "bench"))
   from machine import describe, machine
-  tg_env = tinygrad_env(resolve(load_platform(REPO / "profiles" / "cpu" / "platform.yaml"), {}))
+  tg_env = tinygrad_env(resolve(load_platform(platform_path(REPO, "cpu")), {}))
   tg_env.pop("DEBUG", None)
   env = dict(os.environ, **tg_env, BERT_SIZE="tiny", BERT_LAYERS=str(SHAPE["LAYERS"]), PYTHONPATH="")
   s = dict(SHAPE, STEPS=a.steps, GPUS=a.gpus, REPO=str(REPO), CHECKOUT=str(co), OWN=not a.venv_tinygrad)
@@ -136,7 +138,7 @@ def main():
   rev = a.commit or subprocess.run(["git", "-C", str(co), "rev-parse", "HEAD"], capture_output=True, text=True, check=False).stdout.strip() \
     or "(unknown: not a git work tree; pass --commit)"
   print(f"tinygrad checkout {co} at {rev}")
-  # this project's side twice: as the cpu profile runs it (CPU_THREADS on: tinygrad 0.14's per-core kernel slices
+  # this project's side twice: as the cpu platform runs it (CPU_THREADS on: tinygrad 0.14's per-core kernel slices
   # on all cores) and with CPU_THREADS off (one core, as tinygrad's own runtime runs every kernel)
   ours = {on: run_side("mlperf-bert", OURS, dict(s, CPU_THREADS=on), env, REPO) for on in (True, False)}
   theirs = run_side("tinygrad", THEIRS, s, env, REPO)  # not cwd=checkout: `python -c` would import its tinygrad first

@@ -10,6 +10,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+from mlperf_bert.constants import platform_path
 from mlperf_bert.train.environment import export_tinygrad_env
 from mlperf_bert.train.hparams import load_platform, resolve
 
@@ -26,7 +27,7 @@ def main():
   base = Path(a.basedir)
   from mlperf_bert.data.shards import Shard
   ev = Shard(base / "eval" / "eval.shard")
-  settings = resolve(load_platform(REPO / "profiles" / a.platform / "platform.yaml"), over, seed=0,
+  settings = resolve(load_platform(platform_path(REPO, a.platform)), over, seed=0,
                      eval_examples=len(ev))
   hp = settings.as_dict()
   export_tinygrad_env(settings, os.environ)

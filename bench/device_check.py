@@ -6,9 +6,9 @@ examples/mlperf/model_train.py, one after the other on the same device with the 
   .venv/bin/python bench/device_check.py /tmp/tg --steps 4 --set DEV=CPU BEAM=0 BS=2 EVAL_BS=2 BERT_LAYERS=1 \\
       BERT_HIDDEN_SIZE=128 BERT_NUM_HEADS=2 BERT_INTERMEDIATE_SIZE=512 CACHE_CLEAR=false     # the CPU smoke run
 
-Three processes, each with the platform's tinygrad settings (profiles/dev_1gpu/platform.yaml and --set) in its
+Three processes, each with the platform's tinygrad settings (platforms/dev_1gpu/platform.yaml and --set) in its
 environment:
-  1. `python -m mlperf_bert train --phase init`: the profile's INIT phase (a throw-away INIT_BERT_LAYERS model
+  1. `python -m mlperf_bert train --phase init`: the platform's INIT phase (a throw-away INIT_BERT_LAYERS model
      compiles the train and eval steps for INIT_BENCHMARK_STEPS steps); its wall time is printed.
   2. `python -m mlperf_bert train --benchmark N`: N steps of the full model (BERT-large unless --set shrinks it).
   3. tinygrad's `MODEL=bert BENCHMARK=N python examples/mlperf/model_train.py` in the checkout, with the checkout's own
@@ -30,6 +30,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 from machine import describe, machine  # noqa: E402
+from mlperf_bert.constants import platform_path  # noqa: E402
 from mlperf_bert.train.environment import tinygrad_env  # noqa: E402
 from mlperf_bert.train.hparams import load_platform, resolve  # noqa: E402
 
@@ -106,7 +107,7 @@ def step_ms(out: str, name: str, steps: int) -> list[float]:
 def main() -> None:
   ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   ap.add_argument("checkout", type=Path, help="a tinygrad work tree (e.g. git archive of e0139fa)")
-  ap.add_argument("--platform-file", type=Path, default=REPO / "profiles" / "dev_1gpu" / "platform.yaml")
+  ap.add_argument("--platform-file", type=Path, default=platform_path(REPO, "dev_1gpu"))
   ap.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="override platform keys (both sides)")
   ap.add_argument("--steps", type=int, default=20, help="train steps per side (BENCHMARK); at least 3")
   ap.add_argument("--shards", nargs="+", help="real training shards (512 / 76); default: synthetic ones")

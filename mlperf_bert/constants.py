@@ -1,4 +1,8 @@
 """Constants shared by more than one wing. Each is defined here once."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
 
 # The last MLPerf Training ruleset with BERT (BERT is not in 5.1). The logs, the audit and the package use it.
 RULESET = "5.0.0"
@@ -11,3 +15,20 @@ FEATURES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions", "ma
 
 # MLPerf's eval set size for BERT (pick_eval_samples.py's default).
 EVAL_SAMPLES = 10000
+
+# A platform's files in the repository: platforms/<name>/platform.yaml (tinygrad settings, hyperparameters, the train
+# job's resources) and platforms/<name>/system.json (its MLPerf system description). profiles/ holds only Snakemake
+# profiles (profiles/<name>/config.yaml sets config `platform: <name>`).
+PLATFORMS_DIR = "platforms"
+PLATFORM_FILE = "platform.yaml"
+SYSTEM_FILE = "system.json"
+
+
+def platform_path(repo: str | os.PathLike, name: str) -> Path:
+  """platforms/<name>/platform.yaml under the repository `repo`."""
+  return Path(repo) / PLATFORMS_DIR / str(name) / PLATFORM_FILE
+
+
+def system_path(repo: str | os.PathLike, name: str) -> Path:
+  """platforms/<name>/system.json under the repository `repo`."""
+  return Path(repo) / PLATFORMS_DIR / str(name) / SYSTEM_FILE

@@ -17,6 +17,7 @@ from typing import Any
 
 from mlperf_bert.config import CONFIG_SCHEMA, check_basedir, check_seed_count, seeds_source, typed_config
 from mlperf_bert.config import validate_config
+from mlperf_bert.constants import platform_path
 from mlperf_bert.data import r2
 from mlperf_bert.data.download import MANIFEST
 from mlperf_bert.data.http import FetchPolicy
@@ -41,8 +42,8 @@ class WorkflowPlan:
   basedir: str                     # config `basedir`: where every artifact goes
   preprocessing: dict[str, Any]    # config `preprocessing`: create_pretraining_data.py's flags
   eval_examples: int               # config `eval_examples`: rows of the eval set
-  platform: str                    # config `platform`: profiles/<platform>/platform.yaml
-  platform_file: Path
+  platform: str                    # config `platform`: the name of platforms/<platform>/
+  platform_file: Path              # platforms/<platform>/platform.yaml (constants.platform_path)
   rehearse: bool                   # config `rehearse`: the platform's path on this machine's CPU
   run_name: str                    # results/<run_name>/: the platform, or "<platform>-rehearsal"
   seeds: list[int]                 # config `seeds`: one training run, provenance record and figure each
@@ -84,7 +85,7 @@ def plan_workflow(raw: dict[str, Any], *, repo: Path, workdir: Path, configfiles
   it came from --config (the Snakefile checked the files); the values are typed into a copy (`raw` is never
   written); too many seeds is one line naming the file that sets them, before the schema's list of problems; a
   dangerous basedir is refused. Raises UserError."""
-  refuse_url_credentials(raw, "--config (or a profile's config:)")
+  refuse_url_credentials(raw, "--config (or a Snakemake profile's config:)")
   typed = typed_config(raw)
   check_seed_count(typed.get("seeds"), seeds_source(configfiles, cli_config, repo / "config.yaml"))
   validate_config(typed, CONFIG_SCHEMA)
@@ -98,16 +99,16 @@ def make_plan(config: dict[str, Any], repo: Path) -> WorkflowPlan:
   trainer cannot run."""
   platform = config.get("platform", "cpu")
   rehearse = bool(config.get("rehearse", False))
-  platform_file = repo / "profiles" / platform / "platform.yaml"
+  platform_file = platform_path(repo, platform)
   overrides = config.get("train") or {}
   eval_examples = config["eval_examples"]
   try:
-    profile, settings, notes = _platform(config, platform_file, rehearse)
+    platform_spec, settings, notes = _platform(config, platform_file, rehearse)
     resources = {**train_resources(platform_file), **(REHEARSAL_RESOURCES if rehearse else {})}
     # resolved once here, so that a bad platform file or `train:` override stops the workflow before any job runs
     resolved = resolve(settings, overrides, seed=0, eval_examples=eval_examples)
     if rehearse:  # the settings the run really has, the `train:` overrides applied
-      notes = rehearsal_notes(profile, resolved) + notes
+      notes = rehearsal_notes(platform_spec, resolved) + notes
   except UserError as e:
     raise UserError(f"platform {platform!r}: {e}") from None
   r2_datasets, text_dataset, file_sources = _downloads(config, repo)
@@ -147,9 +148,9 @@ def _platform(config: dict[str, Any], platform_file: Path,
               rehearse: bool) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
   """The platform file's settings, the settings the run has (a rehearsal's CPU stand-in) and the rehearsal's device
   note."""
-  profile = load_platform(platform_file)
+  platform = load_platform(platform_file)
   check_rehearsal_overrides(config.get("train"), rehearse)  # a rehearsal is never closed
-  return (profile, *rehearsal_settings(profile)) if rehearse else (profile, profile, [])
+  return (platform, *rehearsal_settings(platform)) if rehearse else (platform, platform, [])
 
 
 def _downloads(config: dict[str, Any], repo: Path) -> tuple[dict[str, str], str | None, dict[str, dict[str, Any]]]:

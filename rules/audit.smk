@@ -52,7 +52,7 @@ rule submission_package:
         score=B(SUBMISSION_SCORE),
     params:
         out=lambda w, output: str(Path(output.score).parent),
-        system_json=lambda w: f"profiles/{PLAN.platform}/system.json",  # in the repository
+        system_json=lambda w: str(system_path("", PLAN.platform)),  # in the repository
         ruleset=RULESET,
         basedir=lambda w, output: str(target_basedir(output.score, SUBMISSION_SCORE)),  # derived: not compared
     log:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from snakemake.utils import min_version
 
-from mlperf_bert.constants import RULESET
+from mlperf_bert.constants import RULESET, system_path
 from mlperf_bert.data import r2 as _r2
 from mlperf_bert.data.download import MANIFEST
 from mlperf_bert.data.lists import dataset_topics, listed_md5, manifest_topics, text_digest, text_md5s

@@ -14,7 +14,7 @@ rule dress:
 rule dress_platform:
     input:
         bert_config=repo_path("resources/demo/bert_config.json"),
-        platform_file=repo_path(f"profiles/{PLAN.platform}/platform.yaml"),
+        platform_file=repo_path(PLAN.platform_file),
     output:
         json=B("dress/{platform}.json"),
         table=report(B("report/dress/{platform}.txt"), caption="../workflow/report/dress.rst",

@@ -1,5 +1,5 @@
 # 6. Train BERT with tinygrad on the shards and write the MLPerf result log, one per configured seed.
-# The platform (config key `platform`, set by each profile) names profiles/<platform>/platform.yaml: tinygrad
+# The platform (config key `platform`, set by each profile) names platforms/<platform>/platform.yaml: tinygrad
 # settings and hyperparameters; config key `train` overrides any of them. Every resolved hyperparameter and the
 # tinygrad version are params, so changing one reruns training. Shards and the eval set are ancient inputs:
 # rebuilding a topic byte-identically must not retrain (the audit compares contents by hash, and each shard's

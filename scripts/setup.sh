@@ -15,8 +15,8 @@ if ! command -v clang >/dev/null 2>&1; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq clang >/dev/null
 fi
 
-# the dress of the AMD profiles compiles with LLVM 19 (Debian's libllvm19; LLVM 15 cannot): with the extra
-# `dress`, install it when missing (the CUDA profiles' nvrtc comes from pip with the same extra)
+# the dress of the AMD platforms compiles with LLVM 19 (Debian's libllvm19; LLVM 15 cannot): with the extra
+# `dress`, install it when missing (the CUDA platforms' nvrtc comes from pip with the same extra)
 if [[ ",$extras," == *",dress,"* ]] && ! ls /usr/lib/llvm-19/lib/libLLVM*.so* /usr/lib/*-linux-gnu/libLLVM*19* >/dev/null 2>&1; then
   echo "setup: installing libllvm19 (the dress's compiler for AMD targets)" >&2
   sudo=""; [ "$(id -u)" -ne 0 ] && sudo="sudo"

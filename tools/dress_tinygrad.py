@@ -202,7 +202,7 @@ def child() -> None:
 def main() -> int:
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   ap.add_argument("checkout", type=Path, help="a tinygrad work tree (git archive of the commit)")
-  ap.add_argument("--platform", default="tinybox_green", help="profiles/NAME/platform.yaml")
+  ap.add_argument("--platform", default="tinybox_green", help="platforms/NAME/platform.yaml")
   ap.add_argument("--layers", default="2,4", help="the depths, comma-separated (default 2,4)")
   ap.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
                   help="override platform keys (BS=96 EVAL_BS=96); FREE_INTERMEDIATE=N only when given: else the "
@@ -212,10 +212,11 @@ def main() -> int:
   a = ap.parse_args()
   sys.path.insert(0, str(REPO))
   from mlperf_bert.cli.common import _parse_set
+  from mlperf_bert.constants import platform_path
   from mlperf_bert.train.dress.report import tinygrad_prediction
   from mlperf_bert.train.hparams import load_platform, resolve
   over = _parse_set(a.set)
-  s = resolve(load_platform(REPO / "profiles" / a.platform / "platform.yaml"), over)
+  s = resolve(load_platform(platform_path(REPO, a.platform)), over)
   env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "DEV", "FREE_INTERMEDIATE", "RESET_STEP")}
   env.update(PYTHONPATH=str(a.checkout), DEV="NULL", BEAM="0", GPUS=str(s.gpus), BS=str(s.batch_size),
              EVAL_BS=str(s.eval.batch_size), DEFAULT_FLOAT=s.float_type.upper(),

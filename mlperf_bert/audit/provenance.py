@@ -1,6 +1,6 @@
 """Provenance of a result log: one JSON record beside it that says what produced it, from which bytes.
 
-`write_provenance` records the resolved config and platform profile, the seed, the project's git commit and
+`write_provenance` records the resolved config and platform file, the seed, the project's git commit and
 whether the tree was dirty, the versions of the software that matters, the md5 and sha256 of every input on
 the log's chain (downloads, manifest, vocab, bert_config, converted checkpoint, every shard, the eval set), the
 command line, host and platform, and the log's own hashes. `verify_provenance` re-hashes everything a record
@@ -18,6 +18,7 @@ from typing import Any, Iterable
 
 import yaml
 
+from mlperf_bert.constants import platform_path
 from mlperf_bert.errors import UserError
 from mlperf_bert.fileio import atomic_path
 
@@ -124,9 +125,9 @@ def file_record(path: str | os.PathLike, basedir: str | os.PathLike | None = Non
   return rec
 
 
-def load_profile(repo_dir: str | os.PathLike, platform: str) -> dict[str, Any] | None:
-  """profiles/<platform>/platform.yaml (with its sha256) if the repository has one."""
-  f = Path(repo_dir) / "profiles" / str(platform) / "platform.yaml"
+def load_platform_file(repo_dir: str | os.PathLike, platform: str) -> dict[str, Any] | None:
+  """platforms/<platform>/platform.yaml (with its sha256) if the repository has one."""
+  f = platform_path(repo_dir, platform)
   if not f.is_file(): return None
   return {"path": str(f), "sha256": hashes(f)["sha256"], "values": yaml.safe_load(f.read_text()) or {}}
 
@@ -145,7 +146,7 @@ def trainer_entry(trainer: dict, checkout_records: Iterable[str | os.PathLike] =
 
 
 def build_provenance_record(*, log_path, inputs: dict[str, Iterable], config: dict, seed, platform: str, command,
-                            repo_dir, platform_profile: dict | None = None, extra: dict | None = None,
+                            repo_dir, platform_file: dict | None = None, extra: dict | None = None,
                             basedir: str | os.PathLike | None = None, trainer: dict | None = None) -> dict[str, Any]:
   basedir = basedir if basedir is not None else config.get("basedir")
   log_path = Path(log_path)
@@ -157,7 +158,8 @@ def build_provenance_record(*, log_path, inputs: dict[str, Iterable], config: di
     "log": file_record(log_path, basedir),
     "seed": int(seed) if str(seed).lstrip("-").isdigit() else seed,
     "platform": platform,
-    "platform_profile": platform_profile if platform_profile is not None else load_profile(repo_dir, platform),
+    # the platform file (records before 2026-12-03 name it `platform_profile`, at profiles/<platform>/platform.yaml)
+    "platform_file": platform_file if platform_file is not None else load_platform_file(repo_dir, platform),
     "config": config,
     "git": git_state(repo_dir),
     "versions": versions(),
@@ -174,7 +176,7 @@ def build_provenance_record(*, log_path, inputs: dict[str, Iterable], config: di
 
 
 def write_provenance(out_path, *, log_path, inputs: dict[str, list], config: dict, seed, platform: str, command,
-                     repo_dir, platform_profile: dict | None = None, extra: dict | None = None,
+                     repo_dir, platform_file: dict | None = None, extra: dict | None = None,
                      basedir: str | os.PathLike | None = None, trainer: dict | None = None) -> dict[str, Any]:
   """Write the provenance record of `log_path` to `out_path` (atomically) and return it.
 
@@ -183,7 +185,7 @@ def write_provenance(out_path, *, log_path, inputs: dict[str, list], config: dic
   basedir: the run's basedir (default: config["basedir"]); files under it are recorded relative to it.
   """
   rec = build_provenance_record(log_path=log_path, inputs=inputs, config=config, seed=seed, platform=platform,
-                                command=command, repo_dir=repo_dir, platform_profile=platform_profile, extra=extra,
+                                command=command, repo_dir=repo_dir, platform_file=platform_file, extra=extra,
                                 basedir=basedir, trainer=trainer)
   try:
     text = json.dumps(rec, indent=2, sort_keys=False, default=str) + "\n"

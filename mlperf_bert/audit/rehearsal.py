@@ -1,4 +1,4 @@
-"""A rehearsal's log (rehearse=true: a profile's submission path on the CPU, mlperf_bert/train/rehearsal.py) says so in
+"""A rehearsal's log (rehearse=true: a platform's submission path on the CPU, mlperf_bert/train/rehearsal.py) says so in
 a `:::MLLOG` line of key `rehearsal`. The audit reads that line: "rehearsal: not a submission", a FAIL in a received
 submission (it is no result) and a SKIP of the scoring in a workflow tree, which is then rebuilt as a rehearsal
 (`rehearse=true`) when the audit's config does not say it, so its config and dry run compare like with like."""
@@ -37,8 +37,9 @@ def rehearsal_config(logs: list[Path], overrides: dict[str, str]) -> None:
 
 
 def rehearsal_settings_rows(base: Path, logs: list[Path], workflow_dir: Path) -> list[Row]:
-  """For each rehearsal log of a tree: every setting its run had (its train record) that is not its profile's
-  (profiles/<platform>/platform.yaml of the workflow), as the workflow's rehearsal note names them."""
+  """For each rehearsal log of a tree: every setting its run had (its train record) that is not its platform's
+  (platforms/<platform>/platform.yaml of the workflow), as the workflow's rehearsal note names them."""
+  from mlperf_bert.constants import PLATFORMS_DIR, platform_path
   from mlperf_bert.errors import UserError
   from mlperf_bert.train.hparams import load_platform
   from mlperf_bert.train.record import read_record, record_path
@@ -47,14 +48,15 @@ def rehearsal_settings_rows(base: Path, logs: list[Path], workflow_dir: Path) ->
   rows = []
   for log in logs:
     if not log.parent.name.endswith(REHEARSAL_SUFFIX) or not is_rehearsal(read_log(log)): continue
-    profile = workflow_dir / "profiles" / log.parent.name.removesuffix(REHEARSAL_SUFFIX) / "platform.yaml"
+    platform = log.parent.name.removesuffix(REHEARSAL_SUFFIX)
+    platform_file = platform_path(workflow_dir, platform)
+    shown = f"{PLATFORMS_DIR}/{platform}/{platform_file.name}"
     try:
       run = Settings.from_dict(dict(read_record(record_path(log))["hparams"]))
-      changed = changed_settings(load_platform(profile), run)
+      changed = changed_settings(load_platform(platform_file), run)
     except (UserError, OSError, KeyError, TypeError, ValueError) as e:
       rows.append(Row("WARN", "rehearsal", str(log.relative_to(base)), f"its settings are not compared with "
-                      f"{profile.name} of profiles/{profile.parent.name}: {e}")); continue
+                      f"{shown}: {e}")); continue
     rows.append(Row("SKIP", "rehearsal", str(log.relative_to(base)), f"rehearsal settings (its train record against "
-                    f"profiles/{profile.parent.name}/platform.yaml): {', '.join(changed) or 'none changed'}; every "
-                    "other setting is the profile's"))
+                    f"{shown}): {', '.join(changed) or 'none changed'}; every other setting is the platform's"))
   return rows

@@ -63,7 +63,7 @@ def _os_name() -> str:
 
 
 def system_description(*, org: str, system: str, division: str, status: str, overrides: dict | None = None) -> dict:
-  """A systems/<system>.json: this host's facts, then the platform profile's `overrides` (e.g. the accelerator)."""
+  """A systems/<system>.json: this host's facts, then the platform's `overrides` (e.g. the accelerator)."""
   from mlperf_bert.audit.provenance import versions
   v = versions()
   desc: dict[str, Any] = {k: "" for k in SYSTEM_FIELDS}
@@ -105,7 +105,7 @@ def readme_text(*, org: str, system: str, division: str, ruleset: str, logs: lis
 
 
 def read_system_json(path: str | os.PathLike | None, missing_ok: bool = False) -> dict | None:
-  """System description fields that override the detected ones (profiles/<platform>/system.json); None if no path
+  """System description fields that override the detected ones (platforms/<platform>/system.json); None if no path
   (or, with missing_ok, no such file)."""
   if not path or (missing_ok and not Path(path).is_file()): return None
   try: data = json.loads(Path(path).read_text())

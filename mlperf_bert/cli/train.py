@@ -62,7 +62,7 @@ def _add_train(sub) -> None:
                                  "tinygrad settings (DEV, BEAM, DEFAULT_FLOAT, USE_ATOMICS, ...) and those of --set "
                                  "are exported before tinygrad is imported; they win over the same variables in "
                                  "the environment (a note says so).")
-  p.add_argument("--platform-file", help="profiles/<name>/platform.yaml (or --settings)")
+  p.add_argument("--platform-file", help="platforms/<name>/platform.yaml (or --settings)")
   p.add_argument("--settings", metavar="FILE", help="resolved settings as JSON (a file, or - for standard input, as "
                  "the train rule's job hands them to its INIT and RUN processes): used as they are, never resolved "
                  "again, so --platform-file, --set and --seed are refused with it")
@@ -91,7 +91,7 @@ def _cmd_dress(a) -> int:
   # the dress's tinygrad settings (DEV=NULL:<target>, BEAM 0, PARALLEL, the compiler's library) go into the
   # environment before tinygrad is imported: every input is checked first, and nothing is written on a bad one
   from mlperf_bert.train import dress
-  result = dress.dress_files(dress.profile_file(a.platform), a.bert_config or dress.DEFAULT_BERT_CONFIG,
+  result = dress.dress_files(dress.find_platform_file(a.platform), a.bert_config or dress.DEFAULT_BERT_CONFIG,
                              layers=dress.parse_layers(a.layers), pair=dress.parse_pair(a.pair),
                              overrides=_parse_set(a.set), on_cpu=a.cpu, json_out=a.json, log=_log,
                              timeline=a.timeline)
@@ -110,7 +110,7 @@ def _add_dress(sub) -> None:
   p = sub.add_parser("dress", help="the platform's train and eval steps at full size, compiled for its GPU on no "
                      "GPU: memory a device, kernels, FLOPs, the roofline floor", description=doc,
                      formatter_class=argparse.RawDescriptionHelpFormatter)
-  p.add_argument("--platform", required=True, help="a profile name (profiles/NAME/platform.yaml) or a platform file")
+  p.add_argument("--platform", required=True, help="a platform name (platforms/NAME/platform.yaml) or a platform file")
   p.add_argument("--layers", help="N: measure an N-layer model; full: the config's depth; default: 2 and 4 layers, "
                  "extrapolated linearly to the config's depth")
   p.add_argument("--pair", default="2,4", help="the two depths of the default extrapolation (default: 2,4)")

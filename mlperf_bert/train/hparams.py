@@ -1,6 +1,6 @@
-"""Platform profiles and training hyperparameters: load, merge, derive the seed's defaults, validate.
+"""Platform files and training hyperparameters: load, merge, derive the seed's defaults, validate.
 
-A platform file (profiles/<name>/platform.yaml) is a flat mapping of upper-case keys, as tinygrad's run scripts
+A platform file (platforms/<name>/platform.yaml) is a flat mapping of upper-case keys, as tinygrad's run scripts
 export them. Three kinds of keys:
   * tinygrad settings (DEV, DEFAULT_FLOAT, BEAM, ...): exported to the environment before tinygrad is imported;
   * hyperparameters (BS, OPT_BASE_LEARNING_RATE, TRAIN_STEPS, ...): unset ones get the defaults of tinygrad's
@@ -31,7 +31,7 @@ _PROPS: dict[str, dict] = _SCHEMA["properties"]
 KNOWN = frozenset(k for k in _PROPS if k.isupper())
 TINYGRAD_ENV = frozenset(k for k in KNOWN if _PROPS[k].get("x-tinygrad-env"))
 DEFAULTS: dict[str, Any] = {k: _PROPS[k]["default"] for k in KNOWN if "default" in _PROPS[k]}
-# IGNORE_OOB: the v5.1 scripts export it; tinygrad 0.14 no longer reads it (kept so the profiles match the scripts).
+# IGNORE_OOB: the v5.1 scripts export it; tinygrad 0.14 no longer reads it (kept so the platform files match the scripts).
 # FUSE_ARANGE / FUSE_ARANGE_UINT (v5.0 scripts) were removed from tinygrad (702e38dc19, e701106a64): not in the
 # schema, so a platform file that sets them is refused.
 FLOAT_NAMES = {"HALF": "half", "FLOAT16": "half", "BFLOAT16": "bfloat16", "FLOAT": "float32", "FLOAT32": "float32"}
@@ -65,7 +65,7 @@ def read_platform(path: str | os.PathLike) -> dict[str, Any]:
   path = Path(path)
   if not path.is_file():
     raise UserError(f"{path}: platform file not found; create it or set `platform:` in the config to the name of a "
-                    f"folder under profiles/ that has a platform.yaml")
+                    f"folder under platforms/ that has a platform.yaml")
   try: data = safe_yaml(path.read_text(), str(path)) or {}
   except yaml.YAMLError as e: raise UserError(f"{path}: not valid YAML ({e}); fix the syntax") from None
   if not isinstance(data, dict): raise UserError(f"{path}: expected a mapping of KEY: value, got {type(data).__name__}")
@@ -73,7 +73,7 @@ def read_platform(path: str | os.PathLike) -> dict[str, Any]:
 
 
 def load_platform(path: str | os.PathLike) -> dict[str, Any]:
-  """The settings of profiles/<name>/platform.yaml (its upper-case keys): what resolve() merges."""
+  """The settings of platforms/<name>/platform.yaml (its upper-case keys): what resolve() merges."""
   return {k: v for k, v in read_platform(path).items() if k != "resources"}
 
 

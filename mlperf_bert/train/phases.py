@@ -44,7 +44,7 @@ def command_settings(platform_file, overrides: dict[str, Any] | None, seed: int 
   resolved settings read as they are (resolve is not called again) and so refused beside --platform-file, --set
   or --seed."""
   if settings_file is None:
-    if platform_file is None: raise UserError("train: pass --platform-file (profiles/<name>/platform.yaml) or "
+    if platform_file is None: raise UserError("train: pass --platform-file (platforms/<name>/platform.yaml) or "
                                               "--settings (resolved settings as JSON: a file, or - for standard input)")
     from mlperf_bert.data.shards import Shard
     return resolve(load_platform(platform_file), overrides, seed=0 if seed is None else seed,

@@ -1,18 +1,18 @@
-"""rehearse=true: a platform profile's whole submission path on this machine's CPU, in minutes.
+"""rehearse=true: a platform's whole submission path on this machine's CPU, in minutes.
 
-A rehearsal keeps every setting of the profile (INIT_PROCESS, DEFAULT_FLOAT / SUM_DTYPE, LOSS_SCALER,
+A rehearsal keeps every setting of the platform (INIT_PROCESS, DEFAULT_FLOAT / SUM_DTYPE, LOSS_SCALER,
 FREE_INTERMEDIATE, PARALLEL, NUM_CPU_THREADS, EVAL_METRIC, CACHE_CLEAR, the LAMB settings, the INIT phase's steps)
 and changes only what a CPU cannot do in minutes (`REHEARSAL` below):
-  * DEV=CPU, and the profile's GPUS as that many CPU devices, at most as many as the machine has cores (the
+  * DEV=CPU, and the platform's GPUS as that many CPU devices, at most as many as the machine has cores (the
     capped count is said in the job's log);
   * the demo's model size (1 layer, hidden 128, 2 heads, intermediate 512) from a seeded random init, never the
     MLPerf checkpoint (it is BERT-large);
   * BEAM 0 (no kernel search: BEAM=1 already searches every kernel of the step, minutes on a CPU);
-  * a training batch of PER_DEVICE_BATCH rows per device (the profile's BERT-large batch would make a CPU step
-    take minutes); the profile's EVAL_BS, at most MAX_EVAL_PER_DEVICE rows per device (8xMI300X's 1024 would hold
+  * a training batch of PER_DEVICE_BATCH rows per device (the platform's BERT-large batch would make a CPU step
+    take minutes); the platform's EVAL_BS, at most MAX_EVAL_PER_DEVICE rows per device (8xMI300X's 1024 would hold
     1024 x 20 x 30522 logits) and rounded down to a multiple of the CPU devices, one eval batch an eval;
   * 12 steps with an eval every 4 (three evals), 2 warmup steps and the demo's learning rate 0.01, so the loss
-    visibly falls within 12 steps (the profile's MLPerf rate for BERT-large at this batch is ~5e-5);
+    visibly falls within 12 steps (the platform's MLPerf rate for BERT-large at this batch is ~5e-5);
   * the division open (the log is not a closed-division result) and TARGET 1.0 (never reached: every eval runs);
   * REHEARSAL: the result log says, in a `:::MLLOG` line of key `rehearsal`, that it is a rehearsal and not a
     submission (mlperf-logging's compliance checker accepts the extra key; the audit reads it).
@@ -29,7 +29,7 @@ from mlperf_bert.train.settings import Settings
 
 PER_DEVICE_BATCH = 4
 MAX_EVAL_PER_DEVICE = 48
-# the train job's Snakemake resources in a rehearsal (the profile's are a GPU box's: 60 GB on tinybox_green)
+# the train job's Snakemake resources in a rehearsal (the platform's are a GPU box's: 60 GB on tinybox_green)
 RESOURCES = {"mem_mb": 4000, "runtime": 30}
 REHEARSAL: dict[str, Any] = {
   "DEV": "CPU", "BEAM": 0, "TRAIN_BEAM": None, "EVAL_BEAM": None,
@@ -68,8 +68,8 @@ def rehearsal_settings(platform: dict[str, Any], cpus: int | None = None) -> tup
 
 
 def changed_settings(platform: dict[str, Any], run: Settings, eval_examples: int = 10000) -> list[str]:
-  """'KEY profile -> run' for every setting of the run (derived ones included; the run-time knobs that are no rule
-  param, e.g. DEBUG, DRESS_TARGET, left out, as the train record leaves them) in which it differs from the profile
+  """'KEY platform -> run' for every setting of the run (derived ones included; the run-time knobs that are no rule
+  param, e.g. DEBUG, DRESS_TARGET, left out, as the train record leaves them) in which it differs from the platform
   resolved alone for the same seed: whatever changed it, the rehearsal or the config's `train:` overrides."""
   from mlperf_bert.train.hparams import resolve, rule_params
   mine, theirs = rule_params(run), rule_params(resolve(platform, seed=run.seed, eval_examples=eval_examples))
@@ -80,7 +80,8 @@ def changed_settings(platform: dict[str, Any], run: Settings, eval_examples: int
 
 def rehearsal_notes(platform: dict[str, Any], run: Settings) -> list[str]:
   """What the rehearsal changed, in the settings the run really has (`run`: resolved with the `train:` overrides):
-  a summary, then every setting not the profile's (changed_settings)."""
+  a summary, then every setting not the platform's (changed_settings). The notes are a param of the train rule: their
+  text stays as trees built before 2026-12-03 recorded it ("the profile's": the platform's), so those do not retrain."""
   o, ev = run.optimizer, run.eval
   name = platform.get("SUBMISSION_PLATFORM", "the platform")
   size = (f"{run.model.layers} layer(s), hidden {run.model.hidden_size}" if run.model.layers else "the checkpoint's size")

@@ -1,6 +1,6 @@
 """The resolved settings of one training run as one frozen, typed value (hparams.resolve builds it).
 
-    s = resolve(load_platform("profiles/cpu/platform.yaml"), seed=0)
+    s = resolve(load_platform("platforms/cpu/platform.yaml"), seed=0)
     s.optimizer.base_lr, s.eval.metric, s.checkpoint.enabled, s.tinygrad.dev, s.global_batch_size
 
 The groups follow the code that reads them: the model's size overrides, the optimizer and its schedule, the eval,

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from mlperf_bert.constants import platform_path
 from mlperf_bert import cli
 from mlperf_bert.audit.path_kind import detect_kind
 from mlperf_bert.audit.rows import Audit, Row
@@ -16,10 +17,9 @@ DATA = FIXTURES / "tinycorp-v4.1"
 
 
 def _settings(seed: int):
-  """The resolved settings of the tinybox_green profile for `seed` (what the train process records)."""
+  """The resolved settings of the tinybox_green platform for `seed` (what the train process records)."""
   from mlperf_bert.train.hparams import load_platform, resolve
-  profile = Path(__file__).resolve().parents[2] / "profiles" / "tinybox_green" / "platform.yaml"
-  return resolve(load_platform(profile), seed=seed)
+  return resolve(load_platform(platform_path(Path(__file__).resolve().parents[2], "tinybox_green")), seed=seed)
 
 
 def make_pkg(tmp_path, systems=("tinybox_green", "tinybox_red")) -> Path:

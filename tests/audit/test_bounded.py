@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from mlperf_bert.constants import platform_path
 from mlperf_bert.audit.bounded import Budget, catch_chance, run_json_lines
 from mlperf_bert.audit.provenance import hashes, size_differs, verify_provenance
 from mlperf_bert.audit.rows import Audit
@@ -61,14 +62,14 @@ def test_the_re_execution_sets_its_own_search_settings():
   from mlperf_bert.audit.reexec import eval_search
   from mlperf_bert.train.evidence import audit_settings, export_audit_env
   from mlperf_bert.train.hparams import load_platform, resolve, rule_params
-  hp = rule_params(resolve(load_platform(REPO / "profiles/tinybox_green/platform.yaml")))
+  hp = rule_params(resolve(load_platform(platform_path(REPO, "tinybox_green"))))
   assert hp["BEAM"] == 8 and eval_search(hp) == 8 and eval_search({**hp, "EVAL_BEAM": 0}) == 0
   s = audit_settings(hp)
   assert (s.tinygrad.beam, s.eval.beam, s.train_beam) == (0, 0, 0)
   env = {}
   export_audit_env(s, env)
   assert env["BEAM"] == "0" and env["JITBEAM"] == "0" and env["DEV"] == "NV"   # the rest is the run's
-  assert eval_search(rule_params(resolve(load_platform(REPO / "profiles/cpu/platform.yaml")))) == 0
+  assert eval_search(rule_params(resolve(load_platform(platform_path(REPO, "cpu"))))) == 0
 
 
 def test_sizes_are_compared_before_any_hash(tmp_path):
@@ -112,7 +113,7 @@ def test_symlinks_out_of_a_tree_are_named(tmp_path):
 
 def test_a_rehearsals_row_names_every_setting_not_its_profiles(tmp_path):
   """The audit of a rehearsal's tree: from its train record, every setting the run had that is not
-  profiles/<platform>/platform.yaml's, the rehearsal's (LR, warmup) and the `train:` overrides' (beta) included."""
+  platforms/<platform>/platform.yaml's, the rehearsal's (LR, warmup) and the `train:` overrides' (beta) included."""
   from mlperf_bert.audit.rehearsal import rehearsal_settings_rows
   from mlperf_bert.train.hparams import load_platform, resolve, rule_params
   from mlperf_bert.train.rehearsal import rehearsal_settings
@@ -122,7 +123,7 @@ def test_a_rehearsals_row_names_every_setting_not_its_profiles(tmp_path):
   log = d / "result_bert_0.log"
   log.write_text(':::MLLOG {"namespace": "", "time_ms": 1, "event_type": "POINT_IN_TIME", "key": "rehearsal", '
                  '"value": "tinybox_green rehearsed on the CPU: not a submission", "metadata": {}}\n')
-  settings, _ = rehearsal_settings(load_platform(REPO / "profiles/tinybox_green/platform.yaml"), cpus=2)
+  settings, _ = rehearsal_settings(load_platform(platform_path(REPO, "tinybox_green")), cpus=2)
   run = resolve(settings, {"OPT_LAMB_BETA_1": 0.8}, seed=0)
   (d / "result_bert_0.train.json").write_text(json.dumps({"schema": SCHEMA, "hparams": rule_params(run)}))
   [row] = rehearsal_settings_rows(tmp_path, [log], REPO)
@@ -130,5 +131,5 @@ def test_a_rehearsals_row_names_every_setting_not_its_profiles(tmp_path):
   for said in ("BEAM 8 -> 0", "DEV NV -> CPU", "OPT_BASE_LEARNING_RATE 0.000169443 -> 0.01", "NUM_WARMUP_STEPS 1 -> 2",
                "OPT_LAMB_BETA_1 0.9 -> 0.8", "TRAIN_STEPS 40000 -> 12", "SUBMISSION_DIVISION closed -> open"):
     assert said in row.reason, (said, row.reason)
-  assert row.reason.startswith("rehearsal settings (its train record against profiles/tinybox_green/platform.yaml): ")
+  assert row.reason.startswith("rehearsal settings (its train record against platforms/tinybox_green/platform.yaml): ")
   assert "DRESS_TARGET" not in row.reason  # a run-time knob (no rule param): the record does not hold it

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from tiny_shards import TINY_PRE, topic_tree
 
+from mlperf_bert.constants import platform_path
 from mlperf_bert.audit.chain import check_chain
 from mlperf_bert.audit.rows import Audit
 from mlperf_bert.audit.provenance import hashes
@@ -25,7 +26,7 @@ LOG = (':::MLLOG {"namespace": "", "time_ms": 1, "event_type": "POINT_IN_TIME", 
 def _settings(seed: int):
   """The resolved settings of the cpu profile for `seed` (what the train process records)."""
   from mlperf_bert.train.hparams import load_platform, resolve
-  return resolve(load_platform(DEMO.parents[1] / "profiles" / "cpu" / "platform.yaml"), seed=seed)
+  return resolve(load_platform(platform_path(DEMO.parents[1], "cpu")), seed=seed)
 
 @pytest.fixture(scope="module")
 def clean(tmp_path_factory, demo_text):

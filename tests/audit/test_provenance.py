@@ -94,7 +94,7 @@ def test_record_holds_no_absolute_path_of_the_checkout_workdir_or_basedir(tmp_pa
   assert rec["command"] == ["snakemake", "-s", "<checkout>/Snakefile", "-d", "<workdir>",
                             "--configfile=<workdir>/config.yaml"]
   assert rec["config"]["sources"]["vocab.txt"]["url"] == "<checkout>/resources/demo/vocab.txt"
-  assert rec["cwd"] == "<workdir>" and rec["platform_profile"]["path"] == "<checkout>/profiles/cpu/platform.yaml"
+  assert rec["cwd"] == "<workdir>" and rec["platform_file"]["path"] == "<checkout>/platforms/cpu/platform.yaml"
   assert rec["inputs"]["shards"][0]["path"] == "<basedir>/shards/part-00000-of-00002.shard"
   # moved elsewhere, it verifies where it now is
   moved = tmp_path / "elsewhere"

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 from mlperf_logging.system_desc_checker.system_desc_checker import check_system_desc
 
+from mlperf_bert.constants import platform_path, system_path
 from mlperf_bert import cli
 from mlperf_bert.audit.submission import SYSTEM_FIELDS, build_package
 from conftest import FIXTURES
@@ -85,17 +86,17 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.mark.parametrize("platform", PLATFORMS)
 def test_profile_system_json_passes_the_system_desc_checker(platform):
-  """profiles/<platform>/system.json (what rule submission_package puts into systems/<system>.json) passes
+  """platforms/<platform>/system.json (what rule submission_package puts into systems/<system>.json) passes
   mlperf-logging's system_desc_checker for training 5.0.0 and agrees with what the platform's logs say."""
   from importlib.metadata import version
   from mlperf_bert.audit.mlperf_tools import system_desc_check
   from mlperf_bert.train.hparams import load_platform, resolve
-  path = REPO / "profiles" / platform / "system.json"
+  path = system_path(REPO, platform)
   ok, reasons = system_desc_check(path, "5.0.0")
   assert ok and not reasons, reasons
   desc = json.loads(path.read_text())
   assert list(desc) == SYSTEM_FIELDS  # every required field, in the checker's order, nothing else
-  hp = resolve(load_platform(REPO / "profiles" / platform / "platform.yaml")).as_dict()
+  hp = resolve(load_platform(platform_path(REPO, platform))).as_dict()
   # the package's division and submitter must equal the logs' (the audit FAILs a division mismatch)
   assert desc["division"] == hp["SUBMISSION_DIVISION"] and desc["submitter"] == hp["SUBMISSION_ORG"]
   assert desc["framework"] == f"tinygrad {version('tinygrad')}" == "tinygrad 0.14.0"

@@ -2,7 +2,7 @@
 warm-up steps run change no weight and draw no random number of the real run, so its losses are identical step by
 step and the final accuracy too. The demo relies on it: which steps it evaluates at (EVAL_STEP_FREQ) and how many INIT
 warm-up steps it runs (INIT_BENCHMARK_STEPS 1) are chosen for speed, and the trajectory is the one measured with any
-other choice (profiles/cpu/platform.yaml)."""
+other choice (platforms/cpu/platform.yaml)."""
 import pytest
 from train.test_train import data, make_run, cpu_kernels  # noqa: F401  (module fixtures)
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from mlperf_bert.constants import platform_path
 from mlperf_bert.cli import main
 from mlperf_bert.errors import UserError
 from mlperf_bert.train import dress
@@ -60,7 +61,7 @@ def test_green_compiles_every_kernel_with_nvrtc(green):
 @pytest.mark.slow
 def test_green_per_layer_memory_and_flops_match_the_analytic_count(green):
   _, r = green
-  cfg = model_config(CONFIG, resolve(load_platform(REPO / "profiles/tinybox_green/platform.yaml")).model)
+  cfg = model_config(CONFIG, resolve(load_platform(platform_path(REPO, "tinybox_green"))).model)
   pl = r["per_layer"]
   assert pl["analytic_persistent_bytes"] == 12 * layer_params(cfg)
   assert abs(pl["persistent_bytes"] / pl["analytic_persistent_bytes"] - 1) < PERSISTENT_TOL, pl
@@ -143,7 +144,7 @@ def test_the_demo_step_on_null_counts_what_it_counts_on_the_cpu(tmp_path):
   (["--platform", "tinybox_green", "--set", "DRESS_TARGET=METAL:apple7"], "not a target the dress can compile for"),
   (["--platform", "tinybox_green", "--set", "DRESS_TARGET=CUDA:gfx1100"], "not a target the dress can compile for"),
   (["--platform", "tinybox_green", "--layers", "0"], "--layers 0: expected a number of layers of at least 1"),
-  (["--platform", "no_such_profile"], "no profiles/no_such_profile/platform.yaml"),
+  (["--platform", "no_such_profile"], "no platforms/no_such_profile/platform.yaml"),
 ])
 def test_bad_input_is_one_line_and_writes_nothing(args, says, tmp_path, capsys):
   out = tmp_path / "out.json"
@@ -173,14 +174,14 @@ def test_the_wheel_nvrtc_is_found_without_nvrtc_path():
 @pytest.mark.parametrize("name, target", [("tinybox_green", "CUDA:sm_89"), ("tinybox_red", "AMDLLVM:gfx1100"),
                                           ("tinybox_8xMI300X", "AMDLLVM:gfx942"), ("dev_1gpu", "CUDA:sm_90")])
 def test_every_gpu_profile_names_its_target_and_card(name, target):
-  hp = load_platform(REPO / f"profiles/{name}/platform.yaml")
+  hp = load_platform(platform_path(REPO, name))
   assert hp["DRESS_TARGET"] == target and target in CARDS
   ren, arch = dress.parse_target(target, name)
   assert f"{ren}:{arch}" == target
 
 
 def test_a_null_device_with_a_target_resolves_and_keeps_the_arch_case():
-  hp = load_platform(REPO / "profiles/tinybox_green/platform.yaml")
+  hp = load_platform(platform_path(REPO, "tinybox_green"))
   assert resolve(hp, {"DEV": "NULL:cuda:sm_89"}).tinygrad.dev == "NULL:CUDA:sm_89"
   assert resolve(hp, {"DEV": "null"}).tinygrad.dev == "NULL"
   for bad in ("CPU:CUDA:sm_89", "NULL:CU-DA:sm_89", "NULL:CUDA:sm_89:x"):
@@ -189,7 +190,7 @@ def test_a_null_device_with_a_target_resolves_and_keeps_the_arch_case():
 
 
 def test_the_dress_environment_forces_beam_0_and_exports_parallel():
-  plan = dress.set_up_dress(REPO / "profiles/tinybox_green/platform.yaml", 24)
+  plan = dress.set_up_dress(platform_path(REPO, "tinybox_green"), 24)
   env = {}
   assert dress.export_environment(plan, env) == []
   assert env["DEV"] == "NULL:CUDA:sm_89" and env["BEAM"] == "0" and env["PARALLEL"] == "0"

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from mlperf_bert.constants import platform_path
 from mlperf_bert.audit.mlperf_tools import compliance_check
 from mlperf_bert.train.mllog import ResultLog
 from mlperf_bert.train.hparams import load_platform, resolve
@@ -28,7 +29,7 @@ def _keys(text):
 @pytest.fixture(scope="module")
 def closed_log(data, tmp_path_factory):
   tmp = tmp_path_factory.mktemp("closed")
-  green = load_platform(REPO / "profiles/tinybox_green/platform.yaml")
+  green = load_platform(platform_path(REPO, "tinybox_green"))
   # the tinybox_green settings, sized down to run on the CPU: fp32, one device, a tiny model and few steps
   over = dict(DEV="CPU", GPUS=1, BS=4, EVAL_BS=8, DEFAULT_FLOAT="FLOAT32", SUM_DTYPE="FLOAT32", BEAM=0,
               TRAIN_STEPS=4, EVAL_STEP_FREQ=2, EVAL_SAMPLES=20, INIT_BENCHMARK_STEPS=2, SAVE_CKPT_FREQ=3,

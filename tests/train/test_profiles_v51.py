@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from mlperf_bert.constants import platform_path
 from mlperf_bert.train.hparams import load_platform, resolve, KNOWN
 from conftest import FIXTURES
 
@@ -21,7 +22,7 @@ PLATFORMS = list(TABLE["profiles"])
 
 
 def _resolved(name):
-  return resolve(load_platform(REPO / f"profiles/{name}/platform.yaml"), seed=0).as_dict()
+  return resolve(load_platform(platform_path(REPO, name)), seed=0).as_dict()
 
 
 @pytest.mark.parametrize("name", PLATFORMS)
@@ -31,7 +32,7 @@ def test_profile_has_the_v51_values(name):
   hp = _resolved(name)
   for k, v in want.items():
     assert hp.get(k) == (pytest.approx(v) if isinstance(v, float) else v), (name, k, hp.get(k), v)
-  raw = load_platform(REPO / f"profiles/{name}/platform.yaml")
+  raw = load_platform(platform_path(REPO, name))
   assert not set(absent) & set(raw), (name, set(absent) & set(raw))
 
 

@@ -7,6 +7,7 @@ import pytest
 import yaml
 
 from workflow_helpers import REPO, snakemake
+from mlperf_bert.constants import platform_path
 from mlperf_bert.audit.mlperf_tools import compliance_check
 from mlperf_bert.audit.logs import read_log
 from mlperf_bert.errors import UserError
@@ -23,7 +24,7 @@ CHANGED = set(REHEARSAL) | {"GPUS", "BS", "EVAL_BS", "EVAL_SAMPLES"}
 @pytest.mark.parametrize("profile", GPU_PROFILES)
 @pytest.mark.parametrize("cpus", [2, 16])
 def test_rehearsal_keeps_the_profile_but_device_size_and_length(profile, cpus):
-  plat = load_platform(REPO / "profiles" / profile / "platform.yaml")
+  plat = load_platform(platform_path(REPO, profile))
   got, notes = rehearsal_settings(plat, cpus=cpus)
   for k, v in plat.items():                        # FREE_INTERMEDIATE, DEFAULT_FLOAT, INIT_PROCESS, PARALLEL, ...
     if k not in CHANGED: assert got[k] == v, k
@@ -55,13 +56,13 @@ def test_workflow_plans_the_rehearsal_beside_real_runs_without_the_checkpoint(tm
 def test_red_rehearses_exactly_as_green():
   """tinybox_red differs from tinybox_green only in keys a CPU rehearsal at BEAM 0 does not read (the device, BEAM's
   search limits, the AMD driver's timeout) and its name: its rehearsal is green's computation, so it is not run twice."""
-  red, green = (rehearsal_settings(load_platform(REPO / "profiles" / p / "platform.yaml"), cpus=os.cpu_count())[0]
+  red, green = (rehearsal_settings(load_platform(platform_path(REPO, p)), cpus=os.cpu_count())[0]
                 for p in ("tinybox_red", "tinybox_green"))
   inert = {"SUBMISSION_PLATFORM", "BEAM_UOPS_MAX", "HCQDEV_WAIT_TIMEOUT_MS", "DRESS_TARGET"}  # the dress's GPU
   assert {k: v for k, v in red.items() if k not in inert} == {k: v for k, v in green.items() if k not in inert}
 
 def _rehearsal_run(profile="tinybox_green", **over):
-  plat = load_platform(REPO / "profiles" / profile / "platform.yaml")
+  plat = load_platform(platform_path(REPO, profile))
   settings, gpu_notes = rehearsal_settings(plat, cpus=2)
   run = resolve(settings, over, seed=0, eval_examples=10000)
   return plat, run, rehearsal_notes(plat, run) + gpu_notes

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from mlperf_bert.constants import platform_path
 from mlperf_bert.errors import UserError
 from mlperf_bert.train.hparams import (KNOWN, NOT_FINGERPRINTED, SCHEMA, fingerprinted, load_platform, resolve,
                                        rule_params)
@@ -28,7 +29,7 @@ def test_every_schema_key_has_one_field_and_defaults_are_the_schema_s():
 
 @pytest.mark.parametrize("name", ["cpu", "tinybox_green", "tinybox_8xMI300X"])
 def test_the_flat_edge_round_trips(name):
-  s = resolve(load_platform(REPO / f"profiles/{name}/platform.yaml"), {"DEBUG": 2}, seed=4)
+  s = resolve(load_platform(platform_path(REPO, name)), {"DEBUG": 2}, seed=4)
   assert Settings.from_dict(s.as_dict()) == s
   assert "DEBUG" not in rule_params(s) and s.tinygrad.debug == 2   # x-rule-param: false
   assert s.replace(EVAL_METRIC="pooled").eval.metric == "pooled" and s.eval.metric != "pooled"
@@ -59,7 +60,7 @@ def test_the_settings_file_reads_back_the_same_value(name, tmp_path, monkeypatch
   """The train job hands its resolved settings to the INIT and RUN processes as JSON on their standard input
   (`--settings -`); `train --settings FILE` reads the same as a file: read back, the same typed value (floats to the
   bit), with and without the keys the rule's params leave out."""
-  s = resolve(load_platform(REPO / f"profiles/{name}/platform.yaml"), {"TRAIN_STEPS": 77, "DEBUG": 2,
+  s = resolve(load_platform(platform_path(REPO, name)), {"TRAIN_STEPS": 77, "DEBUG": 2,
                                                                        "OPT_BASE_LEARNING_RATE": 0.1 + 0.2}, seed=5)
   monkeypatch.setattr("sys.stdin", io.StringIO(to_json(s)))
   back = read_json("-")                                       # what the phases read

@@ -15,6 +15,7 @@ import pytest
 
 from tiny_shards import tiny_instances
 
+from mlperf_bert.constants import platform_path
 from mlperf_bert.cli import main as cli_main
 from mlperf_bert.constants import FEATURES
 from mlperf_bert.data.loader import TrainLoader, open_shards
@@ -246,7 +247,7 @@ def test_source_setting():
 
 def test_eval_overrides_meet_train_bert_assert():
   from mlperf_bert.train.hparams import load_platform, resolve
-  platform = load_platform(REPO / "profiles" / "cpu" / "platform.yaml")
+  platform = load_platform(platform_path(REPO, "cpu"))
   demo = resolve(platform, {"EVAL_BS": 64, "EVAL_SAMPLES": 512}, seed=0, eval_examples=10000)    # 8 batches of 64
   assert eval_overrides(demo, {}) == {"EVAL_BS": 100, "EVAL_SAMPLES": 10000}
   assert eval_overrides(demo, {"EVAL_BS": 64}) == {"EVAL_BS": 64}  # the user's wins
@@ -261,7 +262,7 @@ def test_init_checkpoint_holds_this_projects_seeded_init(tmp_path):
   tf = pytest.importorskip("tensorflow")
   from mlperf_bert.train.model import BertForPretraining
   from mlperf_bert.train.hparams import load_platform, resolve
-  settings = resolve(load_platform(REPO / "profiles" / "cpu" / "platform.yaml"), {"BERT_LAYERS": 1, "BERT_HIDDEN_SIZE": 128,
+  settings = resolve(load_platform(platform_path(REPO, "cpu")), {"BERT_LAYERS": 1, "BERT_HIDDEN_SIZE": 128,
                      "BERT_NUM_HEADS": 2, "BERT_INTERMEDIATE_SIZE": 512}, seed=3, eval_examples=10000)
   cfg = init_model_config(REPO / "resources" / "demo" / "bert_config.json", settings)
   write_init_checkpoint(tmp_path / "ck", cfg, seed=3)
@@ -343,7 +344,7 @@ def test_both_trainers_same_seed_dropout_off(tmp_path):
   bert_config = REPO / "resources" / "demo" / "bert_config.json"
   common = {"BS": 4, "TRAIN_STEPS": 3, "NUM_WARMUP_STEPS": 1, "EVAL_STEP_FREQ": 3, "TARGET": 1.0, "DISABLE_DROPOUT": True,
             "CKPT": False, "CACHE_CLEAR": False, "INIT_PROCESS": "same"}
-  platform = load_platform(REPO / "profiles" / "cpu" / "platform.yaml")
+  platform = load_platform(platform_path(REPO, "cpu"))
   hp_tg = resolve(platform, {**common, "EVAL_BS": 2500, "EVAL_SAMPLES": 10000}, seed=3, eval_examples=10000)
   export(shards, ev, tmp_path / "tg", seq, pred, log=lambda s: None)
   index = write_init_checkpoint(tmp_path / "ck", init_model_config(bert_config, hp_tg), seed=3)
@@ -352,7 +353,7 @@ def test_both_trainers_same_seed_dropout_off(tmp_path):
              bert_config=str(bert_config), init_weights=str(index), init_process=False)
   theirs = _steps((tmp_path / "w" / "train_bert_3.out").read_text())
   sets = [f"{k}={v}" for k, v in {**common, "EVAL_BS": 20, "EVAL_SAMPLES": 20}.items()]
-  p = subprocess.run([sys.executable, "-m", "mlperf_bert", "train", "--platform-file", str(REPO / "profiles" / "cpu" / "platform.yaml"),
+  p = subprocess.run([sys.executable, "-m", "mlperf_bert", "train", "--platform-file", str(platform_path(REPO, "cpu")),
                       "--set", *sets, "--shards", *map(str, shards), "--eval", str(ev), "--bert-config", str(bert_config),
                       "--max-seq-length", str(seq), "--max-predictions-per-seq", str(pred), "--seed", "3",
                       "--out", str(tmp_path / "ours.log"), "--ckpt-dir", str(tmp_path / "ourck")],

@@ -175,10 +175,11 @@ def test_bad_inputs_fail_before_training(data, tmp_path):
 # ---- train/hparams.py: the seed's defaults and validation (no training) ----
 from pathlib import Path as _Path
 
+from mlperf_bert.constants import platform_path
 from mlperf_bert.train.environment import tinygrad_env
 from mlperf_bert.train.hparams import load_platform
 
-_PROFILES = _Path(__file__).resolve().parents[2] / "profiles"
+_REPO = _Path(__file__).resolve().parents[2]
 
 
 def test_defaults_follow_train_bert():
@@ -194,9 +195,9 @@ def test_defaults_follow_train_bert():
 
 
 @pytest.mark.parametrize("name", ["tinybox_green", "tinybox_red", "tinybox_8xMI300X", "dev_1gpu", "cpu"])
-def test_profiles_resolve(name):
-  assert (_PROFILES / name / "config.yaml").is_file()
-  settings = resolve(load_platform(_PROFILES / name / "platform.yaml"), seed=0)
+def test_platforms_resolve(name):
+  assert (_REPO / "profiles" / name / "config.yaml").is_file()  # each platform has its Snakemake profile
+  settings = resolve(load_platform(platform_path(_REPO, name)), seed=0)
   hp = settings.as_dict()
   assert hp["SUBMISSION_DIVISION"] == ("open" if name in ("cpu", "dev_1gpu") else "closed")
   if name == "tinybox_8xMI300X":

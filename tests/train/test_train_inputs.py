@@ -6,6 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from mlperf_bert.constants import platform_path
 from mlperf_bert.cli import main
 from mlperf_bert.data.shards import write_shard
 from mlperf_bert.errors import UserError
@@ -38,7 +39,7 @@ def _train(tree, out: Path, **over):
   args = dict(shards=[tree / "shards"], eval_set=tree / "eval/eval.shard", bert_config=tree / "bert_config.json",
               max_seq_length=SEQ, max_predictions_per_seq=PRED, log=out, ckpt_dir=out.parent / "ckpt")
   args.update(over)
-  settings = resolve(load_platform(REPO / "profiles/cpu/platform.yaml"), {"BS": 4, "EVAL_BS": 4, "EVAL_SAMPLES": 8},
+  settings = resolve(load_platform(platform_path(REPO, "cpu")), {"BS": 4, "EVAL_BS": 4, "EVAL_SAMPLES": 8},
                      seed=0, eval_examples=len(Shard(args["eval_set"])))
   return TrainRun(settings, RunInputs.of(**{**args, "shards": list_shards(args["shards"])})).run(stop_after=0)
 
@@ -117,7 +118,7 @@ def test_a_bert_config_with_a_smaller_vocabulary_is_refused(tree, tmp_path):
 @pytest.mark.parametrize("seed", ["-1", "4294967296"])
 def test_a_seed_outside_the_schema_bounds_is_one_line_and_writes_nothing(tree, tmp_path, capsys, seed):
   out = tmp_path / "run" / "result_bert.log"
-  rc = main(["train", "--platform-file", str(REPO / "profiles/cpu/platform.yaml"), "--shards", str(tree / "shards"),
+  rc = main(["train", "--platform-file", str(platform_path(REPO, "cpu")), "--shards", str(tree / "shards"),
              "--eval", str(tree / "eval/eval.shard"), "--bert-config", str(tree / "bert_config.json"),
              "--max-seq-length", str(SEQ), "--max-predictions-per-seq", str(PRED), "--seed", seed,
              "--out", str(out), "--ckpt-dir", str(tmp_path / "ckpt"), "--set", "EVAL_SAMPLES=8"])
@@ -134,7 +135,7 @@ def test_init_weights_with_transposed_shapes_are_refused_before_compiling(tree, 
   from safetensors.numpy import save_file
   from mlperf_bert.train.model import parameter_shapes
   from mlperf_bert.train.trainer import model_config
-  settings = resolve(load_platform(REPO / "profiles/cpu/platform.yaml"), {"EVAL_SAMPLES": 8}, seed=0, eval_examples=8)
+  settings = resolve(load_platform(platform_path(REPO, "cpu")), {"EVAL_SAMPLES": 8}, seed=0, eval_examples=8)
   cfg = model_config(tree / "bert_config.json", settings.model)  # the platform's size overrides applied
   shapes = parameter_shapes(cfg)
   H, I = cfg.hidden_size, cfg.intermediate_size
@@ -145,7 +146,7 @@ def test_init_weights_with_transposed_shapes_are_refused_before_compiling(tree, 
   save_file(weights, str(bad))
   out = tmp_path / "run" / "result_bert_0.log"
   t = time.process_time()
-  rc = main(["train", "--platform-file", str(REPO / "profiles/cpu/platform.yaml"), "--shards", str(tree / "shards"),
+  rc = main(["train", "--platform-file", str(platform_path(REPO, "cpu")), "--shards", str(tree / "shards"),
              "--eval", str(tree / "eval/eval.shard"), "--bert-config", str(tree / "bert_config.json"),
              "--max-seq-length", str(SEQ), "--max-predictions-per-seq", str(PRED), "--seed", "0",
              "--out", str(out), "--ckpt-dir", str(tmp_path / "ckpt"), "--set", "EVAL_SAMPLES=8",
@@ -163,21 +164,21 @@ def test_train_with_a_settings_file_uses_it_as_it_is(tree, tmp_path, capsys, mon
   that would resolve other settings are refused, one line each."""
   from mlperf_bert.train import hparams, phases
   from mlperf_bert.train.settings import to_json
-  s = resolve(load_platform(REPO / "profiles/cpu/platform.yaml"), {"EVAL_SAMPLES": 8}, seed=7, eval_examples=8)
+  s = resolve(load_platform(platform_path(REPO, "cpu")), {"EVAL_SAMPLES": 8}, seed=7, eval_examples=8)
   f = tmp_path / "s.json"
   f.write_text(to_json(s))
   out = tmp_path / "run" / "result_bert_7.log"
   args = ["train", "--settings", str(f), "--shards", str(tree / "eval/eval.shard"), "--eval", str(tree / "eval/eval.shard"),
           "--bert-config", str(tree / "bert_config.json"), "--max-seq-length", str(SEQ),
           "--max-predictions-per-seq", str(PRED), "--out", str(out), "--ckpt-dir", str(tmp_path / "ckpt")]
-  for extra in (["--seed", "7"], ["--platform-file", str(REPO / "profiles/cpu/platform.yaml")], ["--set", "BS=8"]):
+  for extra in (["--seed", "7"], ["--platform-file", str(platform_path(REPO, "cpu"))], ["--set", "BS=8"]):
     rc = main(args + extra)
     assert rc == 2 and capsys.readouterr().err.strip().splitlines()[-1] == (
       f"error: --settings {f} holds resolved settings, used as they are; drop {extra[0]} (or drop --settings and "
       "resolve a platform file)")
   rc = main(args[:1] + args[3:])
   assert rc == 2 and capsys.readouterr().err.strip().endswith("error: train: pass --platform-file "
-                                                             "(profiles/<name>/platform.yaml) or --settings "
+                                                             "(platforms/<name>/platform.yaml) or --settings "
                                                              "(resolved settings as JSON: a file, or - for standard "
                                                              "input)")
   # with resolve gone, the run still gets its settings and goes on to check its inputs (the eval set as a shard)

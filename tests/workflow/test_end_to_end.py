@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from workflow_helpers import REPO, snakemake, tree_state, write_config
+from mlperf_bert.constants import system_path
 
 pytestmark = pytest.mark.slow
 
@@ -219,7 +220,7 @@ def test_submission_package(run):
   system = SYSTEM
   assert sorted(p.name for p in (org / "systems").iterdir()) == [f"{system}.json"]
   desc = json.loads((org / f"systems/{system}.json").read_text())
-  assert desc == json.loads((REPO / f"profiles/{PLATFORM}/system.json").read_text())
+  assert desc == json.loads((system_path(REPO, PLATFORM)).read_text())
   assert desc["division"] == "open" and desc["status"] == "Research, Development, or Internal (RDI)"
   bert = org / f"results/{system}/bert"
   assert sorted(p.name for p in bert.iterdir()) == [f"result_{i}.txt" for i in range(len(SEEDS))]

@@ -1,5 +1,5 @@
 """The workflow as Snakemake sees it, without running a job: `snakemake --lint` is clean, and the demo config and
-config/mlperf.yaml with every platform profile give a complete dry run whose train jobs carry the platform's resources.
+config/mlperf.yaml with every platform (its Snakemake profile) give a complete dry run whose train jobs carry the platform's resources.
 Also the one real (cheap) run: Snakemake's command line reaches the basedir for the provenance records."""
 import json, re
 from pathlib import Path
@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest, yaml
 
 from workflow_helpers import REPO, snakemake
+from mlperf_bert.constants import PLATFORM_FILE, PLATFORMS_DIR, platform_path
 
-PROFILES = sorted(p.name for p in (REPO / "profiles").iterdir() if (p / "platform.yaml").is_file())
+PLATFORMS = sorted(p.name for p in (REPO / PLATFORMS_DIR).iterdir() if (p / PLATFORM_FILE).is_file())
 
 
 def _jobs(out: str) -> dict[str, int]:
@@ -58,11 +59,11 @@ def test_demo_dry_run(tmp_path):
   assert _train_resources(r.stdout) == {"resources: tmpdir=/tmp, gpu=0, runtime=30, mem_mb=3000, mem=3 GB, mem_mib=2862"}
 
 
-@pytest.mark.parametrize("profile", PROFILES)
-def test_mlperf_config_dry_run_with_each_profile(tmp_path, profile):
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_mlperf_config_dry_run_with_each_platform(tmp_path, platform):
   """`--profile profiles/<p> --configfile config/mlperf.yaml`: the README's command for real data, on each platform."""
-  r = snakemake(tmp_path, "--profile", str(REPO / "profiles" / profile), "-n",
-                "--config", f"basedir={tmp_path / 'base'}", f"platform={profile}", configfile=REPO / "config/mlperf.yaml")
+  r = snakemake(tmp_path, "--profile", str(REPO / "profiles" / platform), "-n",
+                "--config", f"basedir={tmp_path / 'base'}", f"platform={platform}", configfile=REPO / "config/mlperf.yaml")
   jobs = _jobs(r.stdout)
   mlperf = yaml.safe_load((REPO / "config/mlperf.yaml").read_text())
   # one download job per file source; an R2 dataset of extracted text (`results4`) is listed, not downloaded, and
@@ -74,14 +75,14 @@ def test_mlperf_config_dry_run_with_each_profile(tmp_path, profile):
   if "results4" in src:
     assert jobs["r2_listing"] >= 1 and "extract" not in jobs, jobs
   assert jobs["convert_checkpoint"] == 1, jobs
-  # preflight: auto runs the checkpoint's pre-flight check on the closed-division profiles only, before train
-  plat = yaml.safe_load((REPO / "profiles" / profile / "platform.yaml").read_text())
+  # preflight: auto runs the checkpoint's pre-flight check on the closed-division platforms only, before train
+  plat = yaml.safe_load(platform_path(REPO, platform).read_text())
   closed = plat.get("SUBMISSION_DIVISION") == "closed"
   assert jobs.get("preflight", 0) == (1 if closed else 0), jobs
   if closed:
-    assert f"preflight/{profile}.json" in _train_inputs(r.stdout), r.stdout
+    assert f"preflight/{platform}.json" in _train_inputs(r.stdout), r.stdout
   # the train job's resources are the platform file's: gpu = GPUS (0 on CPU), mem_mb and runtime from `resources:`
-  plat = yaml.safe_load((REPO / "profiles" / profile / "platform.yaml").read_text())
+  plat = yaml.safe_load(platform_path(REPO, platform).read_text())
   gpus = 0 if plat.get("DEV", "CPU").upper() == "CPU" else plat.get("GPUS", 1)
   (line,) = _train_resources(r.stdout)
   assert f"gpu={gpus}" in line and f"mem_mb={plat['resources']['mem_mb']}," in line, line

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from mlperf_bert.constants import platform_path
 from mlperf_bert.config import safe_yaml, typed_config
 from mlperf_bert.data.http import FetchPolicy
 from mlperf_bert.errors import UserError
@@ -108,7 +109,7 @@ def test_demo_plan():
   assert cfg == before  # the config is read, never written
   assert (plan.platform, plan.run_name, plan.rehearse, plan.seeds, plan.trainer) == ("cpu", "cpu", False, [0], "project")
   assert plan.train == {} and plan.rehearsal_notes == [] and plan.tinygrad_eval_note is None
-  assert plan.platform_file == REPO / "profiles" / "cpu" / "platform.yaml"
+  assert plan.platform_file == platform_path(REPO, "cpu")
   assert plan.resolved.tinygrad.dev == "CPU" and plan.settings(3).seed == 3 and plan.resolved.seed == 0
   assert plan.trainer_info == {"name": "project"} and plan.tinygrad_source.commit == PINNED_COMMIT
   assert sorted(plan.file_sources) == sorted(cfg["sources"]) and not plan.text_from_r2 and plan.r2_datasets == {}

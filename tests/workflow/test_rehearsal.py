@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from workflow_helpers import REPO, snakemake, write_config
+from mlperf_bert.constants import platform_path
 from mlperf_bert.audit.mlperf_tools import compliance_check
 from mlperf_bert.audit.report import step_records
 from mlperf_bert.train.hparams import load_platform, resolve
@@ -102,7 +103,7 @@ def test_green_rehearsal_runs_the_dag_trains_through_evals_and_audits(green):
 def _rehearse_with_train_job(wd: Path, profile: str, tmp: Path, **over) -> list[float]:
   """The train rule's function with the settings the workflow resolves for `profile` under rehearse=true."""
   base = wd / "base"
-  settings, _ = rehearsal_settings(load_platform(REPO / "profiles" / profile / "platform.yaml"))
+  settings, _ = rehearsal_settings(load_platform(platform_path(REPO, profile)))
   hp = resolve(settings, over, seed=0, eval_examples=10000)
   out, log = tmp / "result_bert_0.log", tmp / "job.log"
   train_job(hp, RunInputs.of(shards=sorted((base / "shards").glob("*.shard")), eval_set=base / "eval/eval.shard",

@@ -8,7 +8,7 @@ One measurement (`measure`) at one depth and batch size:
   2. three train calls on dummy batches: the first captured by TinyJit (the trainer captures its steps on their first
      call, memory planned by train/jitmem.py), two replayed; the train-step peak is the most bytes any device held at
      once during them (tinygrad's per-device allocation counter, watched at every change);
-  3. FREE_INTERMEDIATE as the profile sets it (trainer.free_intermediates of the train step, as run.py before an
+  3. FREE_INTERMEDIATE as the platform sets it (trainer.free_intermediates of the train step, as run.py before an
      eval): the bytes held between the steps;
   4. three eval calls (EVAL_BS, all rows real): the eval-step peak; FREE_INTERMEDIATE frees the eval step's too;
   5. one train call again (the next step after an eval re-allocates what was freed).
@@ -136,7 +136,7 @@ def measure(s: Settings, cfg: BertConfig, seq: int, pred: int, log=print) -> dic
     first = next((l.strip() for l in text if "error" in l.lower() and l.strip() != text[0].strip()), text[0] if text else "")
     raise UserError(f"a kernel of the step does not compile for {s.tinygrad.dev}: {text[0] if text else ''}: {first}; "
                     f"a platform setting may ask for what the target lacks (USE_ATOMICS=1 renders C11 atomics that "
-                    f"nvrtc refuses): fix the profile or --set it") from None
+                    f"nvrtc refuses): fix the platform file or --set it") from None
 
 
 def _measure(s: Settings, cfg: BertConfig, seq: int, pred: int, log=print) -> dict[str, Any]:

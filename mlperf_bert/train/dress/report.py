@@ -200,7 +200,7 @@ def format_table(r: dict[str, Any]) -> str:
     lines.append(f"published ({p['source']}): {p['system']} {p['step_ms']} ms a step at BS {p['global_batch_size']}, "
                  f"{p['steps_to_target']:,} steps to the target: {p['run_min']} min of steps")
     if r.get("roofline_run_min") is not None:
-      lines.append(f"this profile: {r['steps_to_target']:,} steps at BS {r['batch_size']} x the roofline floor = "
+      lines.append(f"this platform: {r['steps_to_target']:,} steps at BS {r['batch_size']} x the roofline floor = "
                    f"{r['roofline_run_min']} min at the very least")
   return "\n".join(lines)
 

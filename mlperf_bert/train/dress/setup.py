@@ -2,7 +2,7 @@
 
     setup = set_up_dress(platform_file, config_depth(bert_config), layers=None, overrides={"BS": 72})
 
-The profile's DRESS_TARGET and its compiler (compilers.py), the depths measured (2 and 4 extrapolated to the
+The platform's DRESS_TARGET and its compiler (compilers.py), the depths measured (2 and 4 extrapolated to the
 config's, or one), the settings: the platform's, DEV=NULL:<target>, BEAM 0 (a kernel "runs" in a fixed 1 ms on
 NULL, so a search means nothing). Nothing here imports tinygrad.
 """
@@ -11,6 +11,7 @@ import dataclasses, json, os
 from pathlib import Path
 from typing import Any
 
+from mlperf_bert.constants import PLATFORM_FILE, PLATFORMS_DIR, platform_path
 from mlperf_bert.errors import UserError
 from mlperf_bert.train.dress.compilers import Compiler, find_compiler, parse_target
 from mlperf_bert.train.hparams import load_platform, resolve
@@ -45,7 +46,7 @@ def parse_layers(text: str | None) -> int | None:
 def set_up_dress(platform_file: str | os.PathLike, bert_layers: int, *, layers: int | None = None,
                pair: tuple[int, int] = DEFAULT_PAIR, overrides: dict[str, Any] | None = None,
                environ: dict[str, str] | None = None, on_cpu: bool = False) -> DressSetup:
-  """Validate everything a dress needs (before tinygrad is imported): the profile's DRESS_TARGET, its compiler, the
+  """Validate everything a dress needs (before tinygrad is imported): the platform's DRESS_TARGET, its compiler, the
   depths. `bert_layers` is the config's depth; `layers` None measures `pair` and extrapolates, 0 the full depth, n
   that depth. `on_cpu` runs the same steps on this machine's CPU (small models only: what NULL's counts are checked
   against)."""
@@ -72,16 +73,17 @@ def set_up_dress(platform_file: str | os.PathLike, bert_layers: int, *, layers: 
   return DressSetup(path.parent.name, target, s, tuple(depths), bert_layers, compiler, tuple(notes))
 
 
-def profile_file(name: str) -> Path:
-  """--platform NAME: profiles/NAME/platform.yaml of this checkout, or a path to a platform file."""
+def find_platform_file(name: str) -> Path:
+  """--platform NAME: platforms/NAME/platform.yaml of this checkout, or a path to a platform file."""
   path = Path(name)
   if path.is_file(): return path
-  prof = Path(__file__).resolve().parents[3] / "profiles" / name / "platform.yaml"
-  if not prof.is_file():
-    names = sorted(p.parent.name for p in prof.parents[1].glob("*/platform.yaml"))
-    raise UserError(f"--platform {name}: no profiles/{name}/platform.yaml; use one of {', '.join(names)} or a path "
-                    f"to a platform file")
-  return prof
+  repo = Path(__file__).resolve().parents[3]
+  found = platform_path(repo, name)
+  if not found.is_file():
+    names = sorted(p.parent.name for p in (repo / PLATFORMS_DIR).glob(f"*/{PLATFORM_FILE}"))
+    raise UserError(f"--platform {name}: no {PLATFORMS_DIR}/{name}/{PLATFORM_FILE}; use one of {', '.join(names)} "
+                    f"or a path to a platform file")
+  return found
 
 
 def config_depth(bert_config: str | os.PathLike) -> int:
