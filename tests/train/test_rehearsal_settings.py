@@ -122,7 +122,8 @@ def test_the_rehearsal_log_says_so_and_passes_the_compliance_checker(tmp_path):
 
 def test_notes_name_every_setting_not_the_profiles():
   """The rehearsal's own changes (learning rate, warmup) and the `train:` overrides (beta) are named, each with the
-  profile's value and the run's: every setting not the profile's, derived ones included."""
+  profile's value and the run's: every setting not the profile's, derived ones included. The notes are a train param:
+  their wording ("the profile's", meaning the platform's) is kept, so trees built before platforms/ do not retrain."""
   _, _, notes = _rehearsal_run(OPT_LAMB_BETA_1=0.8, OPT_LAMB_BETA_2=0.99)
   said = notes[0].split("every setting not the profile's: ", 1)[1]
   for change in ("OPT_BASE_LEARNING_RATE 0.000169443 -> 0.01", "NUM_WARMUP_STEPS 1 -> 2", "OPT_LAMB_BETA_1 0.9 -> 0.8",
