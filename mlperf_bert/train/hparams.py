@@ -31,7 +31,7 @@ _PROPS: dict[str, dict] = _SCHEMA["properties"]
 KNOWN = frozenset(k for k in _PROPS if k.isupper())
 TINYGRAD_ENV = frozenset(k for k in KNOWN if _PROPS[k].get("x-tinygrad-env"))
 DEFAULTS: dict[str, Any] = {k: _PROPS[k]["default"] for k in KNOWN if "default" in _PROPS[k]}
-# IGNORE_OOB: the v5.1 scripts export it; tinygrad 0.14 no longer reads it (kept so the platform files match the scripts).
+# IGNORE_OOB: the v5.1 scripts export it; tinygrad 0.14 no longer reads it (kept so the platforms match the scripts).
 # FUSE_ARANGE / FUSE_ARANGE_UINT (v5.0 scripts) were removed from tinygrad (702e38dc19, e701106a64): not in the
 # schema, so a platform file that sets them is refused.
 FLOAT_NAMES = {"HALF": "half", "FLOAT16": "half", "BFLOAT16": "bfloat16", "FLOAT": "float32", "FLOAT32": "float32"}

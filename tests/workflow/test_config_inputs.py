@@ -1,5 +1,5 @@
 """Inputs a careless user can mix up, refused by the schema and the config checks before any job runs: download
-bounds, a dangerous basedir, a platform name that leaves profiles/."""
+bounds, a dangerous basedir, a platform name that leaves platforms/."""
 import re, resource, subprocess, sys
 
 import pytest, yaml
@@ -54,7 +54,7 @@ def test_ordinary_basedirs_pass(tmp_path):
 
 
 @pytest.mark.parametrize("platform", ["..", ".", ".hidden", "../cpu", "a/b"])
-def test_a_platform_outside_profiles_is_refused(platform):
+def test_a_platform_outside_platforms_is_refused(platform):
   with pytest.raises(UserError, match=r"key 'platform': .* does not match"):
     validate_config(_config(platform=platform), SCHEMA)
   validate_config(_config(platform="tinybox_8xMI300X"), SCHEMA)

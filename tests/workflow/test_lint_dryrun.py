@@ -1,5 +1,6 @@
 """The workflow as Snakemake sees it, without running a job: `snakemake --lint` is clean, and the demo config and
-config/mlperf.yaml with every platform (its Snakemake profile) give a complete dry run whose train jobs carry the platform's resources.
+config/mlperf.yaml with every platform (through its Snakemake profile) give a complete dry run whose train jobs carry
+the platform's resources.
 Also the one real (cheap) run: Snakemake's command line reaches the basedir for the provenance records."""
 import json, re
 from pathlib import Path
@@ -63,7 +64,8 @@ def test_demo_dry_run(tmp_path):
 def test_mlperf_config_dry_run_with_each_platform(tmp_path, platform):
   """`--profile profiles/<p> --configfile config/mlperf.yaml`: the README's command for real data, on each platform."""
   r = snakemake(tmp_path, "--profile", str(REPO / "profiles" / platform), "-n",
-                "--config", f"basedir={tmp_path / 'base'}", f"platform={platform}", configfile=REPO / "config/mlperf.yaml")
+                "--config", f"basedir={tmp_path / 'base'}", f"platform={platform}",
+                configfile=REPO / "config/mlperf.yaml")
   jobs = _jobs(r.stdout)
   mlperf = yaml.safe_load((REPO / "config/mlperf.yaml").read_text())
   # one download job per file source; an R2 dataset of extracted text (`results4`) is listed, not downloaded, and

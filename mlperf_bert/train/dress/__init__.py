@@ -1,6 +1,6 @@
 """The dress: a platform's train and eval steps at full size, compiled for its GPU, on no GPU.
 
-    result = dress_files(find_platform_file("tinybox_green"), DEFAULT_BERT_CONFIG, overrides={"BS": 72})  # the whole dress
+    result = dress_files(find_platform_file("tinybox_green"), DEFAULT_BERT_CONFIG, overrides={"BS": 72})  # whole dress
     setup = set_up_dress(platform_file, bert_layers=24, layers=None, overrides={"BS": 72})  # checks only
 
 One module a job: compilers.py finds the target's compiler, setup.py checks every input and resolves the settings
