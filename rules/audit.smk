@@ -87,7 +87,7 @@ rule report_runs:
         step_logs=lambda w, input: [str(target_basedir(log, RESULT_LOG) / TRAIN_LOG.format(platform=PLAN.run_name,
                                                                                              seed=seed))
                                     for log, seed in zip(input.logs, PLAN.seeds)],
-        targets=lambda w: [train_hparams(seed)["TARGET"] for seed in PLAN.seeds],
+        targets=lambda w: [train_settings(seed)["TARGET"] for seed in PLAN.seeds],
         note="rehearsal on the CPU, not a result" if PLAN.rehearse else "",
     log:
         B(f"logs/report_runs/{PLAN.run_name}.log"),

@@ -141,13 +141,13 @@ wildcard_constraints:
 TINYGRAD_VERSION = importlib.metadata.version("tinygrad")
 
 
-def train_hparams(seed):
-    """Every resolved hyperparameter and setting of the training run for a seed (the rule's params)."""
-    return dict(_train_hparams(int(seed)))
+def train_settings(seed):
+    """Every resolved setting of the training run for a seed, flat (the rule's params: changing one retrains)."""
+    return dict(_train_settings(int(seed)))
 
 
 @functools.lru_cache(maxsize=None)
-def _train_hparams(seed):
+def _train_settings(seed):
     # resolved once per seed: Snakemake evaluates a job's params several times while planning (train, report_runs)
     return rule_params(PLAN.settings(seed))
 

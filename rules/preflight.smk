@@ -12,7 +12,7 @@ rule preflight:
     output:
         B("preflight/{platform}.json"),
     params:
-        hparams=lambda w: train_hparams(0),
+        settings=lambda w: train_settings(0),
         tinygrad=TINYGRAD_VERSION,
         max_seq_length=PRE["max_seq_length"],
         max_predictions_per_seq=PRE["max_predictions_per_seq"],

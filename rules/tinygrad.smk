@@ -55,7 +55,7 @@ if PLAN.trainer == "tinygrad":
         output:
             directory(B("tinygrad/init_ckpt/seed_{seed}")),
         params:
-            hparams=lambda w: train_hparams(w.seed),
+            settings=lambda w: train_settings(w.seed),
         log:
             B("logs/tinygrad/init_ckpt_{seed}.log"),
         conda:
@@ -81,7 +81,7 @@ if PLAN.trainer == "tinygrad":
             B(RESULT_LOG),
             B(TRAIN_RECORD),
         params:
-            hparams=lambda w: train_hparams(w.seed),
+            settings=lambda w: train_settings(w.seed),
             commit=PLAN.tinygrad_source.commit,
             work_dir=lambda w, output: str(target_basedir(output[0], RESULT_LOG) / "tinygrad" / "work" / w.platform
                                            / f"seed_{w.seed}"),

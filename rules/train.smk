@@ -26,7 +26,7 @@ rule train:
         # (mlperf_bert/audit/segments.py)
         directory(B(KEPT_STATES)),
     params:
-        hparams=lambda w: train_hparams(w.seed),
+        settings=lambda w: train_settings(w.seed),
         tinygrad=TINYGRAD_VERSION,
         max_seq_length=PRE["max_seq_length"],
         max_predictions_per_seq=PRE["max_predictions_per_seq"],

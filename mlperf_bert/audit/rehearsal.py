@@ -49,7 +49,7 @@ def rehearsal_settings_rows(base: Path, logs: list[Path], workflow_dir: Path) ->
     if not log.parent.name.endswith(REHEARSAL_SUFFIX) or not is_rehearsal(read_log(log)): continue
     profile = workflow_dir / "profiles" / log.parent.name.removesuffix(REHEARSAL_SUFFIX) / "platform.yaml"
     try:
-      run = Settings.from_dict(dict(read_record(record_path(log))["hparams"]))
+      run = Settings.from_dict(dict(read_record(record_path(log))["settings"]))
       changed = changed_settings(load_platform(profile), run)
     except (UserError, OSError, KeyError, TypeError, ValueError) as e:
       rows.append(Row("WARN", "rehearsal", str(log.relative_to(base)), f"its settings are not compared with "

@@ -26,7 +26,9 @@ from mlperf_bert.machine import this_machine
 from mlperf_bert.train.hparams import rule_params
 from mlperf_bert.train.settings import Settings
 
-SCHEMA = "mlperf-bert/train-record/1"
+SCHEMA = "mlperf-bert/train-record/2"
+# the first form named the settings `hparams`; read_record reads it as this one (trees trained before 2026-12-03)
+FIRST_SCHEMA = "mlperf-bert/train-record/1"
 
 
 def record_path(log_path: str | os.PathLike) -> Path:
@@ -66,7 +68,7 @@ def build_train_record(log_bytes: bytes, log_path: Path, *, shards: Sequence[Sha
           "eval_set": _shard_entry(eval_shard, folder),
           "init_checkpoint": _file_entry(init_weights, folder),
           "bert_config": _file_entry(bert_config, folder),
-          "hparams": rule_params(settings), "machine": {**this_machine(), "gpu_target": settings.dress_target}, **evidence}
+          "settings": rule_params(settings), "machine": {**this_machine(), "gpu_target": settings.dress_target}, **evidence}
 
 
 def publish_result(work_log: str | os.PathLike, log_path: str | os.PathLike, **what) -> dict:
@@ -97,6 +99,8 @@ def read_record(path: str | os.PathLike) -> dict[str, Any]:
     rec = json.loads(Path(path).read_text())
   except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
     raise UserError(f"{path}: not a readable train record ({e}); retrain (snakemake --forcerun train)") from None
+  if isinstance(rec, dict) and rec.get("schema") == FIRST_SCHEMA and "settings" not in rec:
+    rec = {**{k: v for k, v in rec.items() if k != "hparams"}, "schema": SCHEMA, "settings": rec.get("hparams")}
   if not isinstance(rec, dict) or rec.get("schema") != SCHEMA:
     raise UserError(f"{path}: not a {SCHEMA} record; retrain (snakemake --forcerun train)")
   return rec

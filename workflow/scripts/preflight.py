@@ -7,7 +7,7 @@ from mlperf_bert.train.environment import export_tinygrad_env
 from mlperf_bert.train.settings import Settings
 
 p = snakemake.params
-settings = Settings.from_dict(dict(p.hparams))  # the rule's params: the resolved settings of seed 0
+settings = Settings.from_dict(dict(p.settings))  # the rule's params: the resolved settings of seed 0
 export_tinygrad_env(settings, os.environ)  # before tinygrad is imported (it reads them at import)
 
 with job_log(snakemake.log[0]):

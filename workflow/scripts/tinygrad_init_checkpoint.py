@@ -4,7 +4,7 @@ from mlperf_bert.train.settings import Settings
 from mlperf_bert.train.tinygrad_trainer.checkpoint import init_model_config, write_init_checkpoint
 
 with job_log(snakemake.log[0]):
-    settings = Settings.from_dict(dict(snakemake.params.hparams))  # the rule's params: this seed's settings
+    settings = Settings.from_dict(dict(snakemake.params.settings))  # the rule's params: this seed's settings
     i = snakemake.input
     index = write_init_checkpoint(snakemake.output[0], init_model_config(i.bert_config, settings), seed=settings.seed,
                                   safetensors=i.init_weights[0] if i.init_weights else None)

@@ -6,7 +6,7 @@ from mlperf_bert.train.inputs import RunInputs
 from mlperf_bert.train.settings import Settings
 
 p = snakemake.params
-settings = Settings.from_dict(dict(p.hparams))  # the rule's params: the resolved settings of this seed
+settings = Settings.from_dict(dict(p.settings))  # the rule's params: the resolved settings of this seed
 inputs = RunInputs.of(shards=list(snakemake.input.shards), eval_set=snakemake.input.eval_set,
                       bert_config=snakemake.input.bert_config, log=snakemake.output[0], work_log=p.work_log,
                       ckpt_dir=p.ckpt_dir, max_seq_length=p.max_seq_length,
