@@ -10,10 +10,10 @@ rule provenance:
         kept_states=[B(KEPT_STATES)] if PLAN.trainer != "tinygrad" else [],
         downloads=provenance_downloads(),
         # the shards are those SHA256SUMS lists (mlperf_bert.audit.provenance.listed_shards): an input that waited on
-        # the extract checkpoint made Snakemake build every provenance job twice while planning
+        # the extract rule made Snakemake build every provenance job twice while planning
         shard_sums=ancient(B("shards/SHA256SUMS")),
         eval=ancient(B("eval/eval.shard")),
-        checkpoint=initial_checkpoint(),
+        init_weights=initial_weights(),
         # trainer tinygrad: the verified checkout's record (commit, git tree)
         trainer_record=[B("tinygrad/checkout.json")] if PLAN.trainer == "tinygrad" else [],
     output:

@@ -110,7 +110,7 @@ def all_topics(wildcards=None):
 
 
 def extracted(name):
-    """Input function for a file of results4/: known once the extract checkpoint (or the R2 listing) has run."""
+    """Input function for a file of results4/: known once the extract rule (or the R2 listing) has run."""
 
     def fn(wildcards):
         if PLAN.text_from_r2:
@@ -134,7 +134,7 @@ wildcard_constraints:
     topic=r"part-\d{5}-of-\d{5}",
 
 
-# ---- training (rules/checkpoint.smk, train.smk) ----
+# ---- training (rules/init_weights.smk, train.smk) ----
 # rehearse=true: the platform's submission path on this machine's CPU (mlperf_bert/train/rehearsal.py), its outputs
 # under results/<platform>-rehearsal/ (PLAN.run_name; never in place of a real run's). The seeds trained,
 # provenanced, reported and packaged: config key `seeds` (PLAN.seeds; the one default: seed 0 alone).
@@ -152,9 +152,9 @@ def _train_settings(seed):
     return rule_params(PLAN.settings(seed))
 
 
-def initial_checkpoint(wildcards=None):
-    """The converted checkpoint the trainer starts from (an input of train and provenance), when there is one."""
-    return [B("checkpoint/model.safetensors")] if PLAN.from_checkpoint else []
+def initial_weights(wildcards=None):
+    """The initial weights the trainer starts from (an input of train and provenance), when there is one."""
+    return [B("checkpoint/model.safetensors")] if PLAN.from_init_weights else []
 
 
 def preflight_result(wildcards=None):

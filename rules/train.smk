@@ -11,7 +11,7 @@ rule train:
         shards=lambda w: [ancient(p) for p in all_shards(w)],
         eval_set=ancient(B("eval/eval.shard")),
         bert_config=B("download/bert_config.json"),
-        init_weights=initial_checkpoint(),
+        init_weights=initial_weights(),
         preflight=preflight_result(),
     output:
         B(RESULT_LOG),

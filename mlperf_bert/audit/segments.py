@@ -5,7 +5,7 @@ The train process keeps the training state after its evals (train/states.py: `re
 state's step, loader position and sha256 in the train record). Without re-executing anything the audit checks that
 each kept state is the file the train process wrote, that the kept steps are those EVIDENCE_STATE_FREQ keeps of the
 log's evals (every N-th and the last), and that the final weights are the last state's. Then segments drawn at random
-(from the run's initial state, the seeded init or the converted checkpoint, to the first kept state, or from one
+(from the run's initial state, the seeded init or the initial weights, to the first kept state, or from one
 kept state to the next) are trained again with the trainer's own code (train/segment.py, a process of its own), and
 the state reached is compared with the kept one:
   - on the run's device kind and count: bit-exact (every weight, the LAMB state, the schedule step, the RNG counters

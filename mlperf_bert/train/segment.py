@@ -84,7 +84,7 @@ def run_segment(record_file: str | os.PathLike, start: int, end: int, devices: t
   if end not in by_step or (start and start not in by_step) or not 0 <= start < end:
     raise UserError(f"{rp}: no kept states of steps {start} and {end} to train between")
   cfg = model_config(rp.parent / rec["bert_config"]["path"], s.model)
-  init = rec.get("init_checkpoint")
+  init = rec.get("init_weights")
   Tensor.manual_seed(s.seed)  # as TrainRun._build
   trainer = ModelTrainer(cfg, s, devices, seed=s.seed,
                          init_weights=rp.parent / init["path"] if init and start == 0 else None)

@@ -1,4 +1,4 @@
-# rule preflight: export the platform's tinygrad settings, then evaluate the initial checkpoint on the eval set and
+# rule preflight: export the platform's tinygrad settings, then evaluate the initial weights on the eval set and
 # check MLCommons' 0.34085 (mlperf_bert/train/preflight.py).
 import os
 
