@@ -19,7 +19,7 @@ from mlperf_bert.data.shard_header import VERSION as SHARD_FORMAT
 from mlperf_bert.errors import UserError
 from mlperf_bert.plan import plan_workflow
 from mlperf_bert.snakejob import lock_basedir, record_command
-from mlperf_bert.train.hparams import rule_params
+from mlperf_bert.train.hparams import rule_params, run_time_knobs
 from mlperf_bert.train.resources import train_gpus
 
 min_version("9.0")
@@ -150,6 +150,12 @@ def train_settings(seed):
 def _train_settings(seed):
     # resolved once per seed: Snakemake evaluates a job's params several times while planning (train, report_runs)
     return rule_params(PLAN.settings(seed))
+
+
+def train_knobs(seed):
+    """The run-time knobs of a seed's run (DEBUG, DRESS_TARGET): a train rule's `knobs` param, a function of its
+    output so that Snakemake does not compare it (changing a knob does not retrain)."""
+    return run_time_knobs(PLAN.settings(int(seed)))
 
 
 def initial_weights(wildcards=None):

@@ -56,6 +56,7 @@ if PLAN.trainer == "tinygrad":
             directory(B("tinygrad/init_ckpt/seed_{seed}")),
         params:
             settings=lambda w: train_settings(w.seed),
+            knobs=lambda w, output: train_knobs(w.seed),  # DEBUG, DRESS_TARGET: a function of the output, not compared
         log:
             B("logs/tinygrad/init_ckpt_{seed}.log"),
         conda:
@@ -82,6 +83,7 @@ if PLAN.trainer == "tinygrad":
             B(TRAIN_RECORD),
         params:
             settings=lambda w: train_settings(w.seed),
+            knobs=lambda w, output: train_knobs(w.seed),  # DEBUG, DRESS_TARGET: a function of the output, not compared
             commit=PLAN.tinygrad_source.commit,
             work_dir=lambda w, output: str(target_basedir(output[0], RESULT_LOG) / "tinygrad" / "work" / w.platform
                                            / f"seed_{w.seed}"),

@@ -27,6 +27,7 @@ rule train:
         directory(B(KEPT_STATES)),
     params:
         settings=lambda w: train_settings(w.seed),
+        knobs=lambda w, output: train_knobs(w.seed),  # DEBUG, DRESS_TARGET: a function of the output, not compared
         tinygrad=TINYGRAD_VERSION,
         max_seq_length=PRE["max_seq_length"],
         max_predictions_per_seq=PRE["max_predictions_per_seq"],

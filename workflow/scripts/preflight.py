@@ -2,12 +2,11 @@
 # check MLCommons' 0.34085 (mlperf_bert/train/preflight.py).
 import os
 
-from jobglue import job_log
+from jobglue import job_log, job_settings
 from mlperf_bert.train.environment import export_tinygrad_env
-from mlperf_bert.train.settings import Settings
 
 p = snakemake.params
-settings = Settings.from_dict(dict(p.settings))  # the rule's params: the resolved settings of seed 0
+settings = job_settings(p)  # the rule's params: the resolved settings of seed 0
 export_tinygrad_env(settings, os.environ)  # before tinygrad is imported (it reads them at import)
 
 with job_log(snakemake.log[0]):
