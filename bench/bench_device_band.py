@@ -39,7 +39,7 @@ def child(record: str, name: str, n: int, out: str) -> None:
   from mlperf_bert.train.settings import Settings
   over, env, ndev = CONFIGS[name]
   rec = read_record(record)
-  s = Settings.from_dict({**rec["hparams"], **over})
+  s = Settings.from_dict({**rec["settings"], **over})
   export_tinygrad_env(s, os.environ); os.environ.update(env)
   from mlperf_bert.data.shards import Shard
   from mlperf_bert.train.evaluation import eval_inputs

@@ -56,8 +56,8 @@ class WorkflowPlan:
   tinygrad_source: Source          # config `tinygrad_source` (parsed for either trainer)
   trainer_info: dict[str, str]     # what the provenance records of the trainer
   tinygrad_eval_note: str | None   # the line saying tinygrad's eval was widened (None: it was not)
-  from_checkpoint: bool            # train from MLPerf's converted checkpoint (the config downloads it; no rehearsal:
-                                   # its model is the demo's size), else from a seeded random init
+  from_init_weights: bool          # train from MLPerf's initial weights (its TF checkpoint, converted; the config
+                                   # downloads it; no rehearsal: its model is the demo's size), else a seeded init
   preflight: bool                  # config `preflight` decided: auto runs it where the division is closed (with the
                                    # `train` overrides) and MLPerf's checkpoint is used; true always; false never
   text_from_r2: bool               # sources.results4: the text extracted, from an R2 dataset
@@ -129,16 +129,16 @@ def make_plan(config: dict[str, Any], repo: Path) -> WorkflowPlan:
     raise UserError(f"trainer tinygrad: {e}") from None
   info = ({"name": "tinygrad", "commit": source.commit, "source": source.describe()}
           if trainer == "tinygrad" else {"name": "project"})
-  from_checkpoint = CHECKPOINT_INDEX in config["sources"] and not rehearse
+  from_init_weights = CHECKPOINT_INDEX in config["sources"] and not rehearse
   preflight = config.get("preflight", "auto")
-  preflight = resolved.submission.division == "closed" and from_checkpoint if preflight == "auto" else bool(preflight)
+  preflight = resolved.submission.division == "closed" and from_init_weights if preflight == "auto" else bool(preflight)
   return WorkflowPlan(
     basedir=config["basedir"], preprocessing=config["preprocessing"], eval_examples=eval_examples,
     platform=platform, platform_file=platform_file, rehearse=rehearse,
     run_name=f"{platform}-rehearsal" if rehearse else platform, seeds=[int(s) for s in config.get("seeds", [0])],
     platform_settings=settings, rehearsal_notes=notes, train_resources=resources, train=train, resolved=resolved,
     trainer=trainer, tinygrad_source=source, trainer_info=info, tinygrad_eval_note=note,
-    from_checkpoint=from_checkpoint, preflight=preflight,
+    from_init_weights=from_init_weights, preflight=preflight,
     text_from_r2="results4" in config["sources"], r2_datasets=r2_datasets, text_dataset=text_dataset,
     file_sources=file_sources, download=dataclasses.asdict(FetchPolicy.bounded(**(config.get("download") or {}))),
     config=_run_config(config, train))

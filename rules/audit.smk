@@ -10,10 +10,10 @@ rule provenance:
         kept_states=[B(KEPT_STATES)] if PLAN.trainer != "tinygrad" else [],
         downloads=provenance_downloads(),
         # the shards are those SHA256SUMS lists (mlperf_bert.audit.provenance.listed_shards): an input that waited on
-        # the extract checkpoint made Snakemake build every provenance job twice while planning
+        # the extract rule made Snakemake build every provenance job twice while planning
         shard_sums=ancient(B("shards/SHA256SUMS")),
         eval=ancient(B("eval/eval.shard")),
-        checkpoint=initial_checkpoint(),
+        init_weights=initial_weights(),
         # trainer tinygrad: the verified checkout's record (commit, git tree)
         trainer_record=[B("tinygrad/checkout.json")] if PLAN.trainer == "tinygrad" else [],
     output:
@@ -87,7 +87,7 @@ rule report_runs:
         step_logs=lambda w, input: [str(target_basedir(log, RESULT_LOG) / TRAIN_LOG.format(platform=PLAN.run_name,
                                                                                              seed=seed))
                                     for log, seed in zip(input.logs, PLAN.seeds)],
-        targets=lambda w: [train_hparams(seed)["TARGET"] for seed in PLAN.seeds],
+        targets=lambda w: [train_settings(seed)["TARGET"] for seed in PLAN.seeds],
         note="rehearsal on the CPU, not a result" if PLAN.rehearse else "",
     log:
         B(f"logs/report_runs/{PLAN.run_name}.log"),

@@ -19,7 +19,7 @@ from mlperf_bert.data.shard_header import VERSION as SHARD_FORMAT
 from mlperf_bert.errors import UserError
 from mlperf_bert.plan import plan_workflow
 from mlperf_bert.snakejob import lock_basedir, record_command
-from mlperf_bert.train.hparams import rule_params
+from mlperf_bert.train.hparams import rule_params, run_time_knobs
 from mlperf_bert.train.resources import train_gpus
 
 min_version("9.0")
@@ -110,7 +110,7 @@ def all_topics(wildcards=None):
 
 
 def extracted(name):
-    """Input function for a file of results4/: known once the extract checkpoint (or the R2 listing) has run."""
+    """Input function for a file of results4/: known once the extract rule (or the R2 listing) has run."""
 
     def fn(wildcards):
         if PLAN.text_from_r2:
@@ -134,27 +134,33 @@ wildcard_constraints:
     topic=r"part-\d{5}-of-\d{5}",
 
 
-# ---- training (rules/checkpoint.smk, train.smk) ----
+# ---- training (rules/init_weights.smk, train.smk) ----
 # rehearse=true: the platform's submission path on this machine's CPU (mlperf_bert/train/rehearsal.py), its outputs
 # under results/<platform>-rehearsal/ (PLAN.run_name; never in place of a real run's). The seeds trained,
 # provenanced, reported and packaged: config key `seeds` (PLAN.seeds; the one default: seed 0 alone).
 TINYGRAD_VERSION = importlib.metadata.version("tinygrad")
 
 
-def train_hparams(seed):
-    """Every resolved hyperparameter and setting of the training run for a seed (the rule's params)."""
-    return dict(_train_hparams(int(seed)))
+def train_settings(seed):
+    """Every resolved setting of the training run for a seed, flat (the rule's params: changing one retrains)."""
+    return dict(_train_settings(int(seed)))
 
 
 @functools.lru_cache(maxsize=None)
-def _train_hparams(seed):
+def _train_settings(seed):
     # resolved once per seed: Snakemake evaluates a job's params several times while planning (train, report_runs)
     return rule_params(PLAN.settings(seed))
 
 
-def initial_checkpoint(wildcards=None):
-    """The converted checkpoint the trainer starts from (an input of train and provenance), when there is one."""
-    return [B("checkpoint/model.safetensors")] if PLAN.from_checkpoint else []
+def train_knobs(seed):
+    """The run-time knobs of a seed's run (DEBUG, DRESS_TARGET): a train rule's `knobs` param, a function of its
+    output so that Snakemake does not compare it (changing a knob does not retrain)."""
+    return run_time_knobs(PLAN.settings(int(seed)))
+
+
+def initial_weights(wildcards=None):
+    """The initial weights the trainer starts from (an input of train and provenance), when there is one."""
+    return [B("checkpoint/model.safetensors")] if PLAN.from_init_weights else []
 
 
 def preflight_result(wildcards=None):

@@ -1,7 +1,7 @@
 # 6'. trainer: tinygrad — tinygrad's own examples/mlperf/model_train.py on this workflow's data (instead of rule
 # train of rules/train.smk; docs/tinygrad-trainer.md). The checkout is brought into the basedir and verified
 # (mlperf_bert/train/tinygrad_trainer/source.py); the shards and eval set are exported as tinygrad's loader reads them and the
-# initial weights as the TF checkpoint train_bert loads (mlperf_bert/train/tinygrad_trainer/export.py, checkpoint.py); then train_bert's
+# initial weights as the TF checkpoint train_bert loads (mlperf_bert/train/tinygrad_trainer/export.py, tf_init.py); then train_bert's
 # INIT and RUN processes, as run_and_time.sh runs them, write result_bert_<seed>.log with its train record.
 # Everything of this trainer lives under {basedir}/tinygrad/; nothing else of the workflow reads it. Its settings are
 # the plan's (rules/common.smk PLAN: the trainer, its source, the `train` overrides with the eval train_bert needs).
@@ -48,24 +48,25 @@ if PLAN.trainer == "tinygrad":
         script:
             "../workflow/scripts/tinygrad_export.py"
 
-    rule tinygrad_init_checkpoint:
+    rule tinygrad_init_weights:
         input:
             bert_config=B("download/bert_config.json"),
-            init_weights=initial_checkpoint,
+            init_weights=initial_weights,
         output:
             directory(B("tinygrad/init_ckpt/seed_{seed}")),
         params:
-            hparams=lambda w: train_hparams(w.seed),
+            settings=lambda w: train_settings(w.seed),
+            knobs=lambda w, output: train_knobs(w.seed),  # DEBUG, DRESS_TARGET: a function of the output, not compared
         log:
             B("logs/tinygrad/init_ckpt_{seed}.log"),
         conda:
-            "../envs/checkpoint.yaml"
+            "../envs/init_weights.yaml"
         resources:
             mem_mb=2000,
         wildcard_constraints:
             seed=r"\d+",
         script:
-            "../workflow/scripts/tinygrad_init_checkpoint.py"
+            "../workflow/scripts/tinygrad_init_weights.py"
 
     rule train_tinygrad:
         input:
@@ -81,7 +82,8 @@ if PLAN.trainer == "tinygrad":
             B(RESULT_LOG),
             B(TRAIN_RECORD),
         params:
-            hparams=lambda w: train_hparams(w.seed),
+            settings=lambda w: train_settings(w.seed),
+            knobs=lambda w, output: train_knobs(w.seed),  # DEBUG, DRESS_TARGET: a function of the output, not compared
             commit=PLAN.tinygrad_source.commit,
             work_dir=lambda w, output: str(target_basedir(output[0], RESULT_LOG) / "tinygrad" / "work" / w.platform
                                            / f"seed_{w.seed}"),

@@ -11,7 +11,7 @@ rule train:
         shards=lambda w: [ancient(p) for p in all_shards(w)],
         eval_set=ancient(B("eval/eval.shard")),
         bert_config=B("download/bert_config.json"),
-        init_weights=initial_checkpoint(),
+        init_weights=initial_weights(),
         preflight=preflight_result(),
     output:
         B(RESULT_LOG),
@@ -26,7 +26,8 @@ rule train:
         # (mlperf_bert/audit/segments.py)
         directory(B(KEPT_STATES)),
     params:
-        hparams=lambda w: train_hparams(w.seed),
+        settings=lambda w: train_settings(w.seed),
+        knobs=lambda w, output: train_knobs(w.seed),  # DEBUG, DRESS_TARGET: a function of the output, not compared
         tinygrad=TINYGRAD_VERSION,
         max_seq_length=PRE["max_seq_length"],
         max_predictions_per_seq=PRE["max_predictions_per_seq"],

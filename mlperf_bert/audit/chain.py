@@ -3,7 +3,7 @@
 Each link was recorded by the process that made the artifact, at the moment it made it, from the bytes it read:
   - a shard's header holds the sha256 of the text it was built from, of its settings and of the vocab (shard job);
   - `result_bert_<seed>.train.json` holds the sha256 of every shard and of the eval set the trainer mapped, of the
-    initial checkpoint and bert_config it loaded, and of the result log it wrote (train job; train/record.py).
+    initial weights and bert_config it loaded, and of the result log it wrote (train job; train/record.py).
 No later rule writes either, so re-running the workflow after a change (the provenance rule, shard_checksums)
 cannot make a changed file agree with them. `check_chain` checks every link against the files present; each
 broken link is one FAIL row whose reason starts with the link's name.
@@ -180,7 +180,7 @@ def check_record(audit: Audit, base: Path, log: Path, files: list[Path], hasher:
   for name, why in _placement(base, rp, rec):
     audit.add("FAIL", CHECK, name, f"shard -> train record: {why} ({rp.name}); {RETRAIN}"); bad += 1
   entries = [("shard", e) for e in rec.get("shards") or []] + [("eval set", rec.get("eval_set")),
-             ("initial checkpoint", rec.get("init_checkpoint")), ("bert_config", rec.get("bert_config"))]
+             ("initial weights", rec.get("init_weights")), ("bert_config", rec.get("bert_config"))]
   read = set()
   for what, e in entries:
     if not e: continue

@@ -2,7 +2,7 @@
 
 `write_provenance` records the resolved config and platform file, the seed, the project's git commit and
 whether the tree was dirty, the versions of the software that matters, the md5 and sha256 of every input on
-the log's chain (downloads, manifest, vocab, bert_config, converted checkpoint, every shard, the eval set), the
+the log's chain (downloads, manifest, vocab, bert_config, initial weights, every shard, the eval set), the
 command line, host and platform, and the log's own hashes. `verify_provenance` re-hashes everything a record
 names and reports each difference; the audit of a workflow basedir calls it.
 
@@ -180,7 +180,7 @@ def write_provenance(out_path, *, log_path, inputs: dict[str, list], config: dic
                      basedir: str | os.PathLike | None = None, trainer: dict | None = None) -> dict[str, Any]:
   """Write the provenance record of `log_path` to `out_path` (atomically) and return it.
 
-  inputs: group name -> paths, e.g. {"downloads": [...], "shards": [...], "eval": [...], "checkpoint": [...]}.
+  inputs: group name -> paths, e.g. {"downloads": [...], "shards": [...], "eval": [...], "init_weights": [...]}.
   config: the resolved workflow config (must be JSON-serialisable). command: argv list or a string.
   basedir: the run's basedir (default: config["basedir"]); files under it are recorded relative to it.
   """
@@ -198,7 +198,7 @@ def write_provenance(out_path, *, log_path, inputs: dict[str, list], config: dic
 
 def listed_shards(sums_path: str | os.PathLike) -> list[str]:
   """The shards SHA256SUMS lists, as paths beside it, sorted by name: the provenance rule's shards (the workflow
-  writes SHA256SUMS from every topic's sidecar, so the rule needs no input that waits on the extract checkpoint,
+  writes SHA256SUMS from every topic's sidecar, so the rule needs no input that waits on the extract rule,
   which made Snakemake build each provenance job twice while planning). UserError (one line) for a line that is not
   `<sha256>  <name>.shard` or a listed shard that is missing."""
   sums = Path(sums_path)

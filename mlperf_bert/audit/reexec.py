@@ -121,16 +121,16 @@ def _recorded(rec: dict) -> tuple[list[list[float]], dict] | str:
   return ev["batches"], ev
 
 
-def train_search(hparams: dict) -> int:
+def train_search(settings: dict) -> int:
   """The BEAM the run's train step was compiled with (TRAIN_BEAM, else BEAM): 0 when its kernels were not searched."""
-  hp = hparams if isinstance(hparams, dict) else {}
+  hp = settings if isinstance(settings, dict) else {}
   beam = hp.get("TRAIN_BEAM") if hp.get("TRAIN_BEAM") is not None else hp.get("BEAM")
   return int(beam) if isinstance(beam, (int, float)) and not isinstance(beam, bool) else 0
 
 
-def eval_search(hparams: dict) -> int:
+def eval_search(settings: dict) -> int:
   """The BEAM the run's eval step was compiled with (EVAL_BEAM, else BEAM): 0 when its kernels were not searched."""
-  hp = hparams if isinstance(hparams, dict) else {}
+  hp = settings if isinstance(settings, dict) else {}
   beam = hp.get("EVAL_BEAM") if hp.get("EVAL_BEAM") is not None else hp.get("BEAM")
   return int(beam) if isinstance(beam, (int, float)) and not isinstance(beam, bool) else 0
 
@@ -198,7 +198,7 @@ def reexecute_eval(audit: Audit, base: Path, log: Path, seed: int, budget: Budge
               "measured on it proves nothing"); return
   order = draw_order(n, seed, log.name)[:budget.count(n)]
   st = time.perf_counter()
-  beam = eval_search(rec.get("hparams"))
+  beam = eval_search(rec.get("settings"))
   devs, got, err, stopped = reeval_sample(rp, order, ev, deadline, own, searched=bool(beam))
   secs = time.perf_counter() - st
   share = f"{secs:.1f} s" + (f" of a {max(deadline - st, 0):.0f} s share" if deadline is not None else

@@ -52,7 +52,7 @@ def rehearsal_settings_rows(base: Path, logs: list[Path], workflow_dir: Path) ->
     platform_file = platform_path(workflow_dir, platform)
     shown = f"{PLATFORMS_DIR}/{platform}/{platform_file.name}"
     try:
-      run = Settings.from_dict(dict(read_record(record_path(log))["hparams"]))
+      run = Settings.from_dict(dict(read_record(record_path(log))["settings"]))
       changed = changed_settings(load_platform(platform_file), run)
     except (UserError, OSError, KeyError, TypeError, ValueError) as e:
       rows.append(Row("WARN", "rehearsal", str(log.relative_to(base)), f"its settings are not compared with "

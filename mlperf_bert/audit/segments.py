@@ -5,7 +5,7 @@ The train process keeps the training state after its evals (train/states.py: `re
 state's step, loader position and sha256 in the train record). Without re-executing anything the audit checks that
 each kept state is the file the train process wrote, that the kept steps are those EVIDENCE_STATE_FREQ keeps of the
 log's evals (every N-th and the last), and that the final weights are the last state's. Then segments drawn at random
-(from the run's initial state, the seeded init or the converted checkpoint, to the first kept state, or from one
+(from the run's initial state, the seeded init or the initial weights, to the first kept state, or from one
 kept state to the next) are trained again with the trainer's own code (train/segment.py, a process of its own), and
 the state reached is compared with the kept one:
   - on the run's device kind and count: bit-exact (every weight, the LAMB state, the schedule step, the RNG counters
@@ -59,7 +59,7 @@ class Segment:
   end: int
   claimed: tuple[float, float] | None  # the log's times (ms) of its first and last step
   machine: dict
-  hparams: dict
+  settings: dict                       # the run's settings, as its train record holds them
   cpu_recorded: float | None = None    # CPU seconds a step, as the train process measured them (its record)
   cpu_step: float | None = None        # the least CPU seconds a step took, re-executed here
 
@@ -69,7 +69,7 @@ class Segment:
   @property
   def shape(self) -> str:
     """What a step costs depends on: the settings but the seed."""
-    return json.dumps({k: v for k, v in self.hparams.items() if k != "SEED"}, sort_keys=True, default=str)
+    return json.dumps({k: v for k, v in self.settings.items() if k != "SEED"}, sort_keys=True, default=str)
 
 
 # ------------------------------------------------------------------------------------------------ the plan
@@ -150,7 +150,7 @@ def plan_log(audit: Audit, base: Path, log: Path, hasher: Callable) -> list[Segm
     audit.add("FAIL", CHECK, rel, f"the final weights {weights.name} are not the kept state of step {want[-1]}, the "
               f"last eval's: {why}; {RETRAIN}"); return []
   machine = rec.get("machine") if isinstance(rec.get("machine"), dict) else {}
-  hp = rec.get("hparams") if isinstance(rec.get("hparams"), dict) else {}
+  hp = rec.get("settings") if isinstance(rec.get("settings"), dict) else {}
   out, prev = [], 0
   for step in want:
     t0 = run_start if prev == 0 else evals[prev][1]
@@ -171,21 +171,21 @@ def redo_segment(seg: Segment, deadline: float | None) -> tuple[dict, list[dict]
   at `deadline`: (devices line, step lines, comparison or None, error, stopped)."""
   lines, tail, stopped = run_worker("reexecute-segment",
                                     {"record": str(seg.record.resolve()), "from": seg.start, "to": seg.end,
-                                     "device": str(seg.hparams.get("DEV", "CPU")).split(":")[0],
-                                     "devices": int(seg.hparams.get("GPUS", 1))}, deadline)
+                                     "device": str(seg.settings.get("DEV", "CPU")).split(":")[0],
+                                     "devices": int(seg.settings.get("GPUS", 1))}, deadline)
   devs = next((l for l in lines if "device" in l), {})
   steps = [l for l in lines if "step" in l]
   cmp = next((l["compare"] for l in lines if "compare" in l), None)
   err = next((l["error"] for l in lines if "error" in l), "")
-  if not stopped and not err and cmp is None and (not devs or devs.get("devices") == int(seg.hparams.get("GPUS", 1))):
+  if not stopped and not err and cmp is None and (not devs or devs.get("devices") == int(seg.settings.get("GPUS", 1))):
     err = tail or "the process printed no comparison"
   return devs, steps, cmp, err, stopped
 
 
 def judge(seg: Segment, devs: dict, cmp: dict) -> tuple[str, str]:
   """(status, what was seen) of a re-executed segment's comparison."""
-  run_kind = str(seg.hparams.get("DEV", "CPU")).split(":")[0]
-  beam = train_search(seg.hparams)  # the re-execution runs tinygrad's default kernels (BEAM 0): other sums' order
+  run_kind = str(seg.settings.get("DEV", "CPU")).split(":")[0]
+  beam = train_search(seg.settings)  # the re-execution runs tinygrad's default kernels (BEAM 0): other sums' order
   exact = devs.get("device") == run_kind and not beam
   moved = cmp["position"] != cmp["want_position"]
   if moved:
@@ -234,8 +234,8 @@ def reexecute_segments(audit: Audit, base: Path, logs: list[Path], hasher: Calla
         audit.add("FAIL", CHECK, seg.rel, f"training steps {seg.start}-{seg.end} again failed: {err}"); bad = True
         break
       if cmp is None:
-        audit.add("WARN", CHECK, seg.rel, f"{NOT_REEXECUTABLE} here: the run trained on {seg.hparams.get('GPUS')} "
-                  f"{seg.hparams.get('DEV')} device(s), this machine has {devs.get('devices')} "
+        audit.add("WARN", CHECK, seg.rel, f"{NOT_REEXECUTABLE} here: the run trained on {seg.settings.get('GPUS')} "
+                  f"{seg.settings.get('DEV')} device(s), this machine has {devs.get('devices')} "
                   f"{devs.get('device')}: another device count draws other dropout masks and trains another "
                   f"trajectory; {TRUST}"); bad = True
         break

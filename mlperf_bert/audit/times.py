@@ -35,7 +35,7 @@ def roofline_step_s(seg) -> tuple[float, str] | None:
   from mlperf_bert.train.dress.report import CARDS, step_flops
   card = CARDS.get(str(seg.machine.get("gpu_target")))
   if card is None: return None
-  hp = seg.hparams
+  hp = seg.settings
   try:
     rec = json.loads(seg.record.read_text())
     cfg = json.loads((seg.record.parent / rec["bert_config"]["path"]).read_text())
@@ -75,7 +75,7 @@ def cpu_floors(audit: Audit, segments: list, here: dict, fails: dict[str, str]) 
     if s.cpu_step: least[s.shape] = min(least.get(s.shape, s.cpu_step), s.cpu_step)
   out = {}
   for s in segments:
-    if str(s.hparams.get("DEV", "")).split(":")[0] != "CPU": continue
+    if str(s.settings.get("DEV", "")).split(":")[0] != "CPU": continue
     here_step = least.get(s.shape) if same_kind(here, s.machine) else None
     need = s.steps * here_step / TIME_BAND if here_step else 0.0
     got = s.steps * s.cpu_recorded if s.cpu_recorded is not None else None
@@ -105,7 +105,7 @@ def check_times(audit: Audit, base: Path, segments: list, here: dict) -> None:
     if roof is None or s.claimed is None: continue
     have, floor = (s.claimed[1] - s.claimed[0]) / 1000, s.steps * roof[0]
     seen([s.rel], have, floor, f"steps {s.start}-{s.end} logged in {have:.1f} s; at {roof[1]}'s published peak "
-         f"({s.hparams.get('GPUS')} of them) those {s.steps} steps' matmuls alone take {floor:.1f} s (the roofline)")
+         f"({s.settings.get('GPUS')} of them) those {s.steps} steps' matmuls alone take {floor:.1f} s (the roofline)")
   cpu = cpu_floors(audit, segments, here, fails)
   hosts: dict[str, list] = {}
   for s in segments:
@@ -121,7 +121,7 @@ def check_times(audit: Audit, base: Path, segments: list, here: dict) -> None:
   for rel, segs in by_log.items():
     if rel in fails:
       audit.add("FAIL", TIME, rel, f"{fails[rel]}: the log trains faster than its hardware can; {RETRAIN}"); continue
-    m, cpu_run = segs[0].machine, str(segs[0].hparams.get("DEV", "")).split(":")[0] == "CPU"
+    m, cpu_run = segs[0].machine, str(segs[0].settings.get("DEV", "")).split(":")[0] == "CPU"
     checked = cpu_run and same_kind(here, m) and any(s.cpu_step for s in segments if s.shape == segs[0].shape)
     trust = "" if checked else (f"; the CPU seconds it recorded are taken on trust ({describe_machine(m)} is not of this "
                                 f"machine's kind, or none of its steps was re-executed here)" if cpu_run else

@@ -70,7 +70,8 @@ def _add_train(sub) -> None:
   p.add_argument("--shards", required=True, nargs="+", help="training shards: *.shard files or directories of them")
   p.add_argument("--eval", required=True, help="the eval set shard")
   p.add_argument("--bert-config", required=True, help="bert_config.json")
-  p.add_argument("--init-weights", help="converted checkpoint (safetensors); default: seeded random init")
+  p.add_argument("--init-weights", help="initial weights (MLPerf's TF checkpoint, converted: safetensors); "
+                 "default: seeded random init")
   p.add_argument("--max-seq-length", type=int, required=True)
   p.add_argument("--max-predictions-per-seq", type=int, required=True)
   p.add_argument("--seed", type=int, help="with --platform-file (default 0)")

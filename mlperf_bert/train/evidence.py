@@ -109,9 +109,9 @@ def near_ties(logits: np.ndarray, batch: dict[str, np.ndarray], row_mask: np.nda
   return [float((w * near).sum()), float((near & valid).sum()), float(valid.sum())]
 
 
-def audit_settings(hparams: dict) -> Settings:
-  """The settings a re-execution runs with: the run's (its record's hparams), its kernel search off (SEARCH_OFF)."""
-  return Settings.from_dict(dict(hparams)).replace(**SEARCH_OFF)
+def audit_settings(settings: dict) -> Settings:
+  """The settings a re-execution runs with: the run's (its record's settings), its kernel search off (SEARCH_OFF)."""
+  return Settings.from_dict(dict(settings)).replace(**SEARCH_OFF)
 
 
 def export_audit_env(s: Settings, environ: MutableMapping[str, str]) -> list[str]:
@@ -132,7 +132,7 @@ def reeval(record_file: str | os.PathLike, indices: list[int], devices: tuple[st
   from mlperf_bert.train.trainer import ModelTrainer, model_config
   rp = Path(record_file)
   rec = read_record(rp)
-  s = audit_settings(rec["hparams"])
+  s = audit_settings(rec["settings"])
   cfg = model_config(rp.parent / rec["bert_config"]["path"], s.model)
   trainer = ModelTrainer(cfg, s, devices, seed=s.seed)
   load_final_weights(trainer, rp.parent / rec["final_weights"]["path"])
@@ -156,7 +156,7 @@ def eval_worker(req: dict[str, Any], emit: Callable[[dict], None]) -> int:
   TypeError or ValueError is the CLI's {"error"} line and exit 1. Near ties are counted (with rel_eps) where the counts
   may differ from the run's: on other devices than the run's, or when the run searched its eval kernels ("searched")."""
   from mlperf_bert.train.record import read_record
-  export_audit_env(audit_settings(read_record(req["record"])["hparams"]), os.environ)  # before tinygrad's import
+  export_audit_env(audit_settings(read_record(req["record"])["settings"]), os.environ)  # before tinygrad's import
   devices = open_devices(req["device"], int(req["devices"]))
   emit({"device": devices[0].split(":")[0], "devices": len(devices)})
   same = (devices[0].split(":")[0], len(devices)) == (req["device"], int(req["devices"]))

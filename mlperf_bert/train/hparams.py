@@ -171,6 +171,12 @@ def rule_params(s: Settings) -> dict[str, Any]:
   return {k: v for k, v in s.as_dict().items() if k not in NOT_RULE_PARAMS}
 
 
+def run_time_knobs(s: Settings) -> dict[str, Any]:
+  """The set keys rule_params leaves out (`x-rule-param: false`: DEBUG, DRESS_TARGET): the train job gets them too,
+  through a param Snakemake does not compare (rules/train.smk `knobs`)."""
+  return {k: v for k, v in s.as_dict().items() if k in NOT_RULE_PARAMS}
+
+
 def fingerprinted(s: Settings) -> dict[str, Any]:
   """The settings that change a run's numbers: the rule's params but the schema's `x-fingerprint: false` (a change
   of those keeps a resumable checkpoint)."""

@@ -124,7 +124,7 @@ def _write_safetensors_streaming(path: Path, shapes: dict[str, tuple[int, ...]],
 def _open_weights(path: Path):
   from safetensors import SafetensorError, safe_open
   if not path.is_file():
-    raise UserError(f"{path}: weights file not found; run the convert_checkpoint rule "
+    raise UserError(f"{path}: weights file not found; run the convert_init_weights rule "
                     f"(python -m mlperf_bert convert-checkpoint) first")
   try:
     return safe_open(str(path), framework="numpy")

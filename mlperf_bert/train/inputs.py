@@ -22,7 +22,7 @@ class RunInputs:
   ckpt_dir: Path                    # resume checkpoints
   max_seq_length: int
   max_predictions_per_seq: int
-  init_weights: Path | None = None  # the converted checkpoint; None: a seeded random init
+  init_weights: Path | None = None  # the initial weights; None: a seeded random init
 
   @classmethod
   def of(cls, *, shards: Sequence[str | os.PathLike], eval_set, bert_config, log, work_log=None, ckpt_dir,

@@ -1,10 +1,10 @@
-"""The pre-flight check of MLCommons' BERT README: "the masked lm accuracy after loading the initial checkpoint and
+"""The pre-flight check of MLCommons' BERT README: "the masked lm accuracy after loading the initial weights and
 before any training should be very close to 0.34085".
 
     result = preflight(settings, eval_path=..., bert_config=..., init_weights=..., max_seq_length=512,
                        max_predictions_per_seq=76, out=".../preflight/tinybox_green.json")
 
-loads the converted checkpoint (checkpoint/model.safetensors) into the model the trainer builds for the platform
+loads the initial weights (checkpoint/model.safetensors) into the model the trainer builds for the platform
 (its float type, devices, layout settings), evaluates every row of the eval set with MLCommons' pooled metric
 (correct / total over the masked positions, weighted by masked_lm_weights: TrainRun's EVAL_METRIC pooled) and
 compares it with REFERENCE. Outside the band it raises a one-line UserError and writes nothing, so the train rule,
@@ -125,7 +125,7 @@ def preflight(s: Settings, *, eval_path: str | os.PathLike, bert_config: str | o
               init_weights: str | os.PathLike | None, max_seq_length: int, max_predictions_per_seq: int,
               out: str | os.PathLike, devices: tuple[str, ...] | None = None,
               ref: Reference = MLCOMMONS) -> PreflightResult:
-  """Evaluate the initial checkpoint (resolved settings `s`, as the train rule's) and write the result as JSON to
+  """Evaluate the initial weights (resolved settings `s`, as the train rule's) and write the result as JSON to
   `out`; outside ref's band (where it applies) raise UserError and write nothing."""
   from mlperf_bert.data.loader import open_shards
   from mlperf_bert.train.model import BertConfig
@@ -134,11 +134,11 @@ def preflight(s: Settings, *, eval_path: str | os.PathLike, bert_config: str | o
   eval_shard = open_shards([eval_path], max_seq_length, max_predictions_per_seq, what="eval set")[0]
   rows = len(eval_shard)
   if init_weights is None:
-    res = PreflightResult(None, 0.0, 0.0, rows, False, "no initial checkpoint (the run starts from a seeded random "
+    res = PreflightResult(None, 0.0, 0.0, rows, False, "no initial weights (the run starts from a seeded random "
                           "init; the config downloads no model.ckpt-28252)", ref.accuracy, ref.band, 0.0)
   else:
     if not Path(init_weights).is_file():
-      raise UserError(f"{init_weights}: initial checkpoint not found; run the convert_checkpoint rule first")
+      raise UserError(f"{init_weights}: initial weights not found; run the convert_init_weights rule first")
     from mlperf_bert.train.trainer import devices_for
     devices = devices or devices_for(s.tinygrad.dev, s.gpus)
     correct, total, cfg = _evaluate(s, eval_shard, bert_config, init_weights, devices)

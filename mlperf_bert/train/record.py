@@ -6,7 +6,7 @@
 puts the result log in place and, beside it, `<log stem>.train.json` (both atomically; the log first, and
 removed again if the record cannot be written, so a log never stands without its record). The record holds the
 sha256 of every shard and of the eval set as this process mapped them (the bytes it trained and evaluated on, even
-if a file was replaced since), of the initial checkpoint and bert_config it loaded, and of the exact bytes of the
+if a file was replaced since), of the initial weights and bert_config it loaded, and of the exact bytes of the
 result log it wrote, with the eval accuracies it measured; and, from this project's train process (not tinygrad's
 own trainer), the sha256 of the final weights it wrote (train/evidence.py) and the counts of each batch of its last eval
 (train/evaluation.py), and the states it kept at its evals (train/states.py: step, loader position, sha256 of each), with
@@ -26,7 +26,11 @@ from mlperf_bert.machine import this_machine
 from mlperf_bert.train.hparams import rule_params
 from mlperf_bert.train.settings import Settings
 
-SCHEMA = "mlperf-bert/train-record/1"
+SCHEMA = "mlperf-bert/train-record/2"
+# the first form named the settings `hparams` and the initial weights `init_checkpoint`; read_record reads it as this
+# one (trees trained before 2026-12-03)
+FIRST_FORM_KEYS = {"hparams": "settings", "init_checkpoint": "init_weights"}
+FIRST_SCHEMA = "mlperf-bert/train-record/1"
 
 
 def record_path(log_path: str | os.PathLike) -> Path:
@@ -64,9 +68,9 @@ def build_train_record(log_bytes: bytes, log_path: Path, *, shards: Sequence[Sha
                   "sha256": hashlib.sha256(log_bytes).hexdigest()},
           "shards": [_shard_entry(sh, folder) for sh in shards],
           "eval_set": _shard_entry(eval_shard, folder),
-          "init_checkpoint": _file_entry(init_weights, folder),
+          "init_weights": _file_entry(init_weights, folder),
           "bert_config": _file_entry(bert_config, folder),
-          "hparams": rule_params(settings), "machine": {**this_machine(), "gpu_target": settings.dress_target}, **evidence}
+          "settings": rule_params(settings), "machine": {**this_machine(), "gpu_target": settings.dress_target}, **evidence}
 
 
 def publish_result(work_log: str | os.PathLike, log_path: str | os.PathLike, **what) -> dict:
@@ -97,6 +101,8 @@ def read_record(path: str | os.PathLike) -> dict[str, Any]:
     rec = json.loads(Path(path).read_text())
   except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
     raise UserError(f"{path}: not a readable train record ({e}); retrain (snakemake --forcerun train)") from None
+  if isinstance(rec, dict) and rec.get("schema") == FIRST_SCHEMA and "settings" not in rec:
+    rec = {FIRST_FORM_KEYS.get(k, k): v for k, v in rec.items()} | {"schema": SCHEMA}
   if not isinstance(rec, dict) or rec.get("schema") != SCHEMA:
     raise UserError(f"{path}: not a {SCHEMA} record; retrain (snakemake --forcerun train)")
   return rec

@@ -7,7 +7,7 @@
 Phases (as train_bert with INITMLPERF then RUNMLPERF):
   INIT  init_start; a throw-away model of INIT_BERT_LAYERS layers compiles the jitted train and eval steps on
         fake data for INIT_BENCHMARK_STEPS steps (kernels land in tinygrad's cache); init_stop.
-  RUN   run_start, seed, hyperparameters; the real model (seeded init or the converted checkpoint) trains on the
+  RUN   run_start, seed, hyperparameters; the real model (seeded init or the initial weights) trains on the
         shard stream; every EVAL_STEP_FREQ steps (and at TRAIN_STEPS) the eval set's masked-LM accuracy is
         measured; reaching TARGET stops with run_stop success, TRAIN_STEPS without it with run_stop aborted.
 `run(phase="all")` runs both in this process; tinygrad's run_and_time.sh runs them as two processes, which
@@ -110,7 +110,7 @@ class TrainRun:
                       f"{s.eval.samples}; rebuild the eval set or lower EVAL_SAMPLES")
     self.cfg = model_config(inputs.bert_config, s.model)
     if inputs.init_weights is not None and not inputs.init_weights.is_file():
-      raise UserError(f"{inputs.init_weights}: initial checkpoint not found; run the checkpoint conversion first")
+      raise UserError(f"{inputs.init_weights}: initial weights not found; run the convert_init_weights rule first")
     if inputs.init_weights is not None: check_weight_shapes(inputs.init_weights, self.cfg)  # before any compile
     self.last_eval: dict | None = None  # the last eval's batches (evaluation.eval_entry), for the train record
     self.kept = KeptStates(inputs.ckpt_dir / "states", s.checkpoint.evidence_freq)  # the state at each eval
@@ -203,7 +203,7 @@ class TrainRun:
       load_state(trainer, path)
       step, position = int(meta["step"]), int(meta["position"])
       self.say(f"resuming from {path} at step {step} (sample {position})")
-      log.event("resume_from_checkpoint", None, step_num=step, samples_count=position)
+      log.event("resume_from_init_weights", None, step_num=step, samples_count=position)
     self.kept.reset(step if start.resume is not None else None, self.fingerprint)
     if not start.kept: log.epoch_start(step * gbs)
     accs: list[tuple[int, float]] = []

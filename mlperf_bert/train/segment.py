@@ -77,20 +77,20 @@ def run_segment(record_file: str | os.PathLike, start: int, end: int, devices: t
   from mlperf_bert.train.trainer import ModelTrainer, model_config
   rp = Path(record_file)
   rec = read_record(rp)
-  s = audit_settings(rec["hparams"])  # the run's settings, the kernel search off
+  s = audit_settings(rec["settings"])  # the run's settings, the kernel search off
   kept = rec["kept_states"]
   folder = rp.parent / str(kept["path"])
   by_step = {int(e["step"]): e for e in kept["states"]}
   if end not in by_step or (start and start not in by_step) or not 0 <= start < end:
     raise UserError(f"{rp}: no kept states of steps {start} and {end} to train between")
   cfg = model_config(rp.parent / rec["bert_config"]["path"], s.model)
-  init = rec.get("init_checkpoint")
+  init = rec.get("init_weights")
   Tensor.manual_seed(s.seed)  # as TrainRun._build
   trainer = ModelTrainer(cfg, s, devices, seed=s.seed,
                          init_weights=rp.parent / init["path"] if init and start == 0 else None)
   position = 0
-  same_devices = devices[0].split(":")[0] == str(rec["hparams"].get("DEV", "")).split(":")[0] and \
-    len(devices) == int(rec["hparams"].get("GPUS", 1))
+  same_devices = devices[0].split(":")[0] == str(rec["settings"].get("DEV", "")).split(":")[0] and \
+    len(devices) == int(rec["settings"].get("GPUS", 1))
   if start:
     # another device kind (one device, as the run's): its RNG counters continue on this one
     load_state(trainer, folder / by_step[start]["file"], rng_device=None if same_devices else devices[0])
@@ -122,7 +122,7 @@ def segment_worker(req: dict[str, Any], emit: Callable[[dict], None]) -> int:
   from mlperf_bert.train.evidence import audit_settings, export_audit_env, open_devices
   from mlperf_bert.train.record import read_record
   # before tinygrad is imported, as the train job: the run's tinygrad settings, the kernel search off (BEAM 0)
-  export_audit_env(audit_settings(read_record(req["record"])["hparams"]), os.environ)
+  export_audit_env(audit_settings(read_record(req["record"])["settings"]), os.environ)
   devices = open_devices(req["device"], int(req["devices"]))
   emit({"device": devices[0].split(":")[0], "devices": len(devices), "machine": this_machine()})
   if len(devices) != int(req["devices"]): return 0  # another device count trains another trajectory: not redone

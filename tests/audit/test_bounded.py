@@ -125,7 +125,7 @@ def test_a_rehearsals_row_names_every_setting_not_its_profiles(tmp_path):
                  '"value": "tinybox_green rehearsed on the CPU: not a submission", "metadata": {}}\n')
   settings, _ = rehearsal_settings(load_platform(platform_path(REPO, "tinybox_green")), cpus=2)
   run = resolve(settings, {"OPT_LAMB_BETA_1": 0.8}, seed=0)
-  (d / "result_bert_0.train.json").write_text(json.dumps({"schema": SCHEMA, "hparams": rule_params(run)}))
+  (d / "result_bert_0.train.json").write_text(json.dumps({"schema": SCHEMA, "settings": rule_params(run)}))
   [row] = rehearsal_settings_rows(tmp_path, [log], REPO)
   assert row.status == "SKIP" and row.subject == "results/tinybox_green-rehearsal/result_bert_0.log", row
   for said in ("BEAM 8 -> 0", "DEV NV -> CPU", "OPT_BASE_LEARNING_RATE 0.000169443 -> 0.01", "NUM_WARMUP_STEPS 1 -> 2",

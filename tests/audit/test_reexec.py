@@ -109,7 +109,7 @@ def _tree(tmp_path: Path, logged: float, batches, weights: bool = True) -> Path:
   d.mkdir(parents=True)
   (d / "result_bert_0.log").write_text(LOG % logged)
   (d / "result_bert_0.final.safetensors").write_bytes(b"weights")
-  rec = {"schema": SCHEMA, "hparams": {}}
+  rec = {"schema": SCHEMA, "settings": {}}
   if weights:
     rec["final_weights"] = {"path": "result_bert_0.final.safetensors", "bytes": 7,
                             "sha256": hashlib.sha256(b"weights").hexdigest()}

@@ -13,6 +13,7 @@ from mlperf_bert.audit.rows import Audit
 from mlperf_bert.audit.segments import SEGMENT_BAND, Segment, judge, kept_wanted, steady_cpu
 from mlperf_bert.audit.times import TIME_BAND, check_times, windows
 from mlperf_bert.train.segment import compare_states
+from mlperf_bert.train.record import FIRST_SCHEMA, SCHEMA
 
 HERE = {"host": "box", "cpu": "AMD EPYC", "flags": "avx2", "cores": 2}
 HP = {"DEV": "CPU", "GPUS": 1, "BS": 8, "SEED": 0}
@@ -142,9 +143,10 @@ def test_a_gpu_run_faster_than_its_roofline_fails(tmp_path):
   assert r[s.rel][0] == "PASS" and "above the roofline its step time is taken on trust" in r[s.rel][1], r
 
 
-def _tree(tmp_path, evals=(20, 40), kept=(20, 40), every=1):
+def _tree(tmp_path, evals=(20, 40), kept=(20, 40), every=1, first_form=False):
   """A basedir with a log of evals at `evals`, its train record keeping states of `kept` and final weights equal to
-  the last state's model (tiny tensors: nothing here trains)."""
+  the last state's model (tiny tensors: nothing here trains); `first_form`: the record as trees trained before
+  2026-12-03 hold it (schema /1, the settings under `hparams`)."""
   import hashlib
   from safetensors.numpy import save_file
   res = tmp_path / "base/results/cpu"
@@ -164,7 +166,7 @@ def _tree(tmp_path, evals=(20, 40), kept=(20, 40), every=1):
                    "cpu_s": 0.4 * 20, "cpu_steps": 20})
   save_file({"w": np.full(3, kept[-1] if kept else 0, np.float32)}, str(res / "result_bert_0.final.safetensors"))
   (res / "result_bert_0.train.json").write_text(json.dumps({
-    "schema": "mlperf-bert/train-record/1", "hparams": HP, "machine": HERE,
+    **({"schema": FIRST_SCHEMA, "hparams": HP} if first_form else {"schema": SCHEMA, "settings": HP}), "machine": HERE,
     "final_weights": {"path": "result_bert_0.final.safetensors"},
     "kept_states": {"path": "result_bert_0.states", "every": every, "states": states}}))
   return tmp_path / "base", res / "result_bert_0.log"
@@ -175,6 +177,14 @@ def _plan(base, log):
   from mlperf_bert.audit.segments import plan_log
   a = Audit(str(base), "basedir", "5.0.0")
   return plan_log(a, base, log, hashes), [(r.status, r.reason) for r in a.rows]
+
+
+def test_a_record_of_the_first_form_is_read_as_the_current_one(tmp_path):
+  """A tree trained before the record named its settings `settings` (schema /1, `hparams`) is audited as one trained
+  after: the same segments, with the same settings."""
+  new, old = _plan(*_tree(tmp_path / "new")), _plan(*_tree(tmp_path / "old", first_form=True))
+  assert old[1] == new[1] == [] and [s.settings for s in old[0]] == [s.settings for s in new[0]] == [HP, HP]
+  assert [(s.start, s.end) for s in old[0]] == [(0, 20), (20, 40)]
 
 
 def test_kept_states_are_checked_before_anything_is_trained(tmp_path):

@@ -69,7 +69,7 @@ def test_two_processes_then_a_rerun_resumes(data, tmp_path, quick_children):
   assert result.read_text().startswith(kept)
   keys = event_keys(result.read_text())
   assert keys.count("init_start") == keys.count("init_stop") == keys.count("run_start") == 1
-  assert keys.count("resume_from_checkpoint") == 1 and keys.count("eval_accuracy") == 2
+  assert keys.count("resume_from_init_weights") == 1 and keys.count("eval_accuracy") == 2
   assert keys.index("init_stop") < keys.index("run_start") and keys[-1] == "run_stop"
   ok, out = compliance_check(result)
   assert ok, out

@@ -119,7 +119,7 @@ def test_band_skipped_off_mlperf_eval_set_and_for_a_smaller_model(setup, tmp_pat
 
 def test_no_checkpoint_reports_and_skips(setup, tmp_path):
   res = _run(setup, tmp_path, init=False)
-  assert res.accuracy is None and not res.checked and "no initial checkpoint" in res.line()
+  assert res.accuracy is None and not res.checked and "no initial weights" in res.line()
   assert "band skipped" in res.line()
   assert json.loads((tmp_path / "preflight" / "p.json").read_text())["accuracy"] is None
 

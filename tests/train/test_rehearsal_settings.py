@@ -47,7 +47,7 @@ def test_workflow_plans_the_rehearsal_beside_real_runs_without_the_checkpoint(tm
   out = r.stdout + r.stderr
   assert "results/tinybox_green-rehearsal/result_bert_0.log" in out
   assert "results/tinybox_green/result_bert_0.log" not in out
-  assert "convert_checkpoint" not in out                     # the demo's model size: a seeded random init
+  assert "convert_init_weights" not in out                     # the demo's model size: a seeded random init
   res = re.search(r"rule train:.*?resources: ([^\n]*)", out, re.S).group(1)  # the rehearsal's, not the GPU box's 60 GB
   assert {"gpu=0", "runtime=30", "mem_mb=4000"} <= set(res.split(", ")), res
   assert "rehearsal: GPUS 6 -> " in out or "rehearsal: GPUS 6 as 6 CPU devices" in out

@@ -22,7 +22,7 @@ from mlperf_bert.data.loader import TrainLoader, open_shards
 from mlperf_bert.data.shards import write_shard
 from mlperf_bert.errors import UserError
 from mlperf_bert.train.tinygrad_trainer.source import PINNED_COMMIT, Source, bring_checkout, parse_source, tree_id
-from mlperf_bert.train.tinygrad_trainer.checkpoint import init_model_config, write_init_checkpoint
+from mlperf_bert.train.tinygrad_trainer.tf_init import init_model_config, write_tf_init_weights
 from mlperf_bert.train.tinygrad_trainer.checks import eval_overrides
 from mlperf_bert.train.tinygrad_trainer.export import export
 from mlperf_bert.train.tinygrad_trainer.process import HOOK_DIR
@@ -256,7 +256,7 @@ def test_eval_overrides_meet_train_bert_assert():
 
 
 @pytest.mark.slow
-def test_init_checkpoint_holds_this_projects_seeded_init(tmp_path):
+def test_tf_init_weights_hold_this_projects_seeded_init(tmp_path):
   """The TF checkpoint train_bert loads is, name by name, the weights this project's trainer starts from for the seed
   (read back with tensorflow, as load_from_pretrained reads it)."""
   tf = pytest.importorskip("tensorflow")
@@ -265,7 +265,7 @@ def test_init_checkpoint_holds_this_projects_seeded_init(tmp_path):
   settings = resolve(load_platform(platform_path(REPO, "cpu")), {"BERT_LAYERS": 1, "BERT_HIDDEN_SIZE": 128,
                      "BERT_NUM_HEADS": 2, "BERT_INTERMEDIATE_SIZE": 512}, seed=3, eval_examples=10000)
   cfg = init_model_config(REPO / "resources" / "demo" / "bert_config.json", settings)
-  write_init_checkpoint(tmp_path / "ck", cfg, seed=3)
+  write_tf_init_weights(tmp_path / "ck", cfg, seed=3)
   ours = {k: v.numpy() for k, v in BertForPretraining(cfg, seed=3).state_dict().items()}
   names = dict(tf.train.list_variables(str(tmp_path / "ck")))
   assert set(names) == set(ours)
@@ -347,7 +347,7 @@ def test_both_trainers_same_seed_dropout_off(tmp_path):
   platform = load_platform(platform_path(REPO, "cpu"))
   hp_tg = resolve(platform, {**common, "EVAL_BS": 2500, "EVAL_SAMPLES": 10000}, seed=3, eval_examples=10000)
   export(shards, ev, tmp_path / "tg", seq, pred, log=lambda s: None)
-  index = write_init_checkpoint(tmp_path / "ck", init_model_config(bert_config, hp_tg), seed=3)
+  index = write_tf_init_weights(tmp_path / "ck", init_model_config(bert_config, hp_tg), seed=3)
   run_phases(hp_tg, checkout=CHECKOUT, data_dir=tmp_path / "tg", init_ckpt_dir=tmp_path / "ck", work_dir=tmp_path / "w",
              out=tmp_path / "tg.log", shard_paths=[str(p) for p in shards], eval_path=str(ev),
              bert_config=str(bert_config), init_weights=str(index), init_process=False)

@@ -100,7 +100,7 @@ def test_run_stop_resume_equals_uninterrupted(data, tmp_path):
   np.testing.assert_allclose(second.losses, full.losses[4:], rtol=1e-4, atol=1e-5)
   np.testing.assert_allclose([a for _, a in second.accuracies], [a for _, a in full.accuracies], atol=1e-6)
   log = (tmp_path / "b" / "results" / "result_bert_3.log").read_text()
-  assert log.count('"key": "run_start"') == 1 and log.count('"key": "resume_from_checkpoint"') == 1
+  assert log.count('"key": "run_start"') == 1 and log.count('"key": "resume_from_init_weights"') == 1
   ok, out = compliance_check(tmp_path / "b" / "results" / "result_bert_3.log")
   assert ok, out
 
@@ -302,7 +302,7 @@ def test_train_record_holds_the_bytes_the_run_read_and_wrote(data, tmp_path):
   assert [e["sha256"] for e in rec["shards"]] == [read] + [sha(p) for p in own["shards"][1:]]
   assert sha(own["shards"][0]) != read
   assert rec["eval_set"]["sha256"] == sha(data["eval"]) and rec["bert_config"]["sha256"] == sha(data["config"])
-  assert rec["init_checkpoint"] is None and rec["eval_accuracy"] == [[s, a] for s, a in res.accuracies]
+  assert rec["init_weights"] is None and rec["eval_accuracy"] == [[s, a] for s, a in res.accuracies]
   assert all(not e["path"].startswith("/") for e in rec["shards"])
 
 

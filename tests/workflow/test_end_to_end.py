@@ -670,7 +670,7 @@ def test_a_record_with_beam_8_is_audited_within_a_small_budget(run, tmp_path):
   at the end of its share, and the rows say what was not redone."""
   c = _copy(run, tmp_path / "wd")
   for log in c.logs:
-    _rewrite_record(log.with_name(log.name[:-4] + ".train.json"), lambda r: r["hparams"].update(BEAM=8))
+    _rewrite_record(log.with_name(log.name[:-4] + ".train.json"), lambda r: r["settings"].update(BEAM=8))
   t0 = time.perf_counter()
   rc, out = c.audit("--no-dry-run", "--reexecute-budget", "8", reexecute=True)
   took = time.perf_counter() - t0

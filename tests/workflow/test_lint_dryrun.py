@@ -53,9 +53,9 @@ def test_demo_dry_run(tmp_path):
   r = snakemake(tmp_path, "-n", "--config", f"basedir={tmp_path / 'base'}")
   jobs = _jobs(r.stdout)
   demo = yaml.safe_load((REPO / "config.yaml").read_text())
-  # before the extract checkpoint has run, the DAG holds every download and the seeds' runs (topics come later)
+  # before the extract rule has run, the DAG holds every download and the seeds' runs (topics come later)
   assert jobs["download"] == len(demo["sources"]) and jobs["train"] == len(demo["seeds"]), jobs
-  assert "convert_checkpoint" not in jobs  # the demo trains from a seeded random init
+  assert "convert_init_weights" not in jobs  # the demo trains from a seeded random init
   assert "preflight" not in jobs  # preflight: auto, and the demo is open division without MLPerf's checkpoint
   assert _train_resources(r.stdout) == {"resources: tmpdir=/tmp, gpu=0, runtime=30, mem_mb=3000, mem=3 GB, mem_mib=2862"}
 
@@ -76,8 +76,8 @@ def test_mlperf_config_dry_run_with_each_platform(tmp_path, platform):
   assert jobs["download"] == len(files) and jobs["train"] == len(mlperf["seeds"]), jobs
   if "results4" in src:
     assert jobs["r2_listing"] >= 1 and "extract" not in jobs, jobs
-  assert jobs["convert_checkpoint"] == 1, jobs
-  # preflight: auto runs the checkpoint's pre-flight check on the closed-division platforms only, before train
+  assert jobs["convert_init_weights"] == 1, jobs
+  # preflight: auto runs the initial weights' pre-flight check on the closed-division platforms only, before train
   plat = yaml.safe_load(platform_path(REPO, platform).read_text())
   closed = plat.get("SUBMISSION_DIVISION") == "closed"
   assert jobs.get("preflight", 0) == (1 if closed else 0), jobs

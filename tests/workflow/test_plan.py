@@ -163,15 +163,15 @@ def test_the_checkpoint_and_the_preflight_are_planned():
   """MLPerf's checkpoint is used where the config downloads it (never in a rehearsal); preflight: auto runs the check
   on a closed platform with the checkpoint, true always, false never."""
   demo = make_plan(_config(), REPO)
-  assert (demo.from_checkpoint, demo.preflight) == (False, False)
+  assert (demo.from_init_weights, demo.preflight) == (False, False)
   sources = {**_config()["sources"], "model.ckpt-28252.index": {"url": "x/model.ckpt-28252.index", "md5": None}}
   closed = make_plan(_config(sources=sources, platform="tinybox_green"), REPO)
-  assert (closed.from_checkpoint, closed.preflight) == (True, True)
+  assert (closed.from_init_weights, closed.preflight) == (True, True)
   assert make_plan(_config(sources=sources), REPO).preflight is False  # the cpu platform is open division
   assert make_plan(_config(sources=sources, platform="tinybox_green", preflight=False), REPO).preflight is False
   assert make_plan(_config(preflight=True), REPO).preflight is True
   rehearsal = make_plan(_config(sources=sources, platform="tinybox_green", rehearse=True), REPO)
-  assert (rehearsal.from_checkpoint, rehearsal.preflight) == (False, False)
+  assert (rehearsal.from_init_weights, rehearsal.preflight) == (False, False)
 
 
 @pytest.mark.parametrize("changes, start, words", [

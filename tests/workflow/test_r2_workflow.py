@@ -192,7 +192,7 @@ def test_real_data_configs_plan_their_downloads(name, tmp_path):
   jobs = _jobs(r.stdout + r.stderr)
   if name == "config/mlperf.yaml":  # MLCommons' storage: the two listings first, then each file
     assert jobs["r2_listing"] == 2 and "extract" not in jobs, jobs
-  else:  # Google Drive: seven files, then the extract checkpoint
+  else:  # Google Drive: seven files, then the extract rule
     assert jobs["download"] == 7 and jobs["extract"] == 1 and "r2_listing" not in jobs, jobs
 
 

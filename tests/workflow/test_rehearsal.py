@@ -12,7 +12,7 @@ pass mlperf-logging's compliance checker. HALF and fp32 of the same profile agre
 The profiles clear tinygrad's kernel cache (CACHE_CLEAR): these runs get a cache file of their own (CACHEDB).
 """
 from __future__ import annotations
-import os, re, shutil, subprocess, sys
+import json, os, re, shutil, subprocess, sys
 from pathlib import Path
 
 import pytest
@@ -79,6 +79,10 @@ def test_green_rehearsal_runs_the_dag_trains_through_evals_and_audits(green):
   assert "rehearsal: GPUS 6 -> " in job_log or "rehearsal: GPUS 6 as 6" in job_log
   assert "INIT phase: process" in job_log and "RUN phase: process" in job_log    # two processes, as the profile
   check_trains(losses(job_log))
+  # the run-time knobs reach the job (a param Snakemake does not compare): the record names the profile's GPU target,
+  # which the audit's roofline reads; the compared settings hold no knob
+  rec = json.loads(log.with_name("result_bert_0.train.json").read_text())
+  assert rec["machine"]["gpu_target"] == "CUDA:sm_89" and "DRESS_TARGET" not in rec["settings"], rec["machine"]
   text = log.read_text()
   assert text.count('"key": "eval_accuracy"') == 3
   assert '"submission_division", "value": "open"' in text and '"submission_platform", "value": "tinybox_green"' in text

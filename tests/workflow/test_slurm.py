@@ -263,7 +263,7 @@ def test_readme_slurm_dry_run_with_the_real_config(tmp_path):
     assert "--exclusive" in r_["slurm_extra"]
   # config/mlperf.yaml takes the text already extracted from MLCommons' R2 storage: its listing job comes first
   # (the per-part r2_text jobs are planned once the listing exists), no extract step
-  for rule in ("r2_listing", "download", "verify_eval", "evalset", "convert_checkpoint"):
+  for rule in ("r2_listing", "download", "verify_eval", "evalset", "convert_init_weights"):
     assert res[rule], (rule, out[-3000:])
     for r_ in res[rule]:
       assert (r_["slurm_partition"], r_["gpu"]) == ("cpu", "0"), (rule, r_)

@@ -20,7 +20,7 @@ def test_trainer_tinygrad_dry_run(tmp_path):
   r = snakemake(tmp_path, "-n", "--config", f"basedir={tmp_path / 'base'}", "trainer=tinygrad",
                 f"tinygrad_source={tmp_path / 'tg'}", "seeds=[0,1]")
   jobs = _jobs(r.stdout)
-  assert jobs["tinygrad_checkout"] == 1 and jobs["tinygrad_export"] == 1 and jobs["tinygrad_init_checkpoint"] == 2
+  assert jobs["tinygrad_checkout"] == 1 and jobs["tinygrad_export"] == 1 and jobs["tinygrad_init_weights"] == 2
   assert jobs["train_tinygrad"] == 2 and jobs["provenance"] == 2 and "train" not in jobs
   assert "evaluating with EVAL_BS 100, EVAL_SAMPLES 10000" in r.stderr
   # the local path appears in no job (only in the echoed command line): a moved checkout reruns nothing

@@ -8,4 +8,12 @@ sys.path.insert(0, str(REPO))
 
 from mlperf_bert.snakejob import job_log  # noqa: E402
 
-__all__ = ["REPO", "job_log"]
+
+def job_settings(params):
+    """A train, preflight or tinygrad rule's resolved settings: its `settings` param (compared: a change reruns the
+    job) and its `knobs` (DEBUG, DRESS_TARGET: not compared), one typed value."""
+    from mlperf_bert.train.settings import Settings
+    return Settings.from_dict({**params.settings, **params.knobs})
+
+
+__all__ = ["REPO", "job_log", "job_settings"]

@@ -1,13 +1,12 @@
-# rule preflight: export the platform's tinygrad settings, then evaluate the initial checkpoint on the eval set and
+# rule preflight: export the platform's tinygrad settings, then evaluate the initial weights on the eval set and
 # check MLCommons' 0.34085 (mlperf_bert/train/preflight.py).
 import os
 
-from jobglue import job_log
+from jobglue import job_log, job_settings
 from mlperf_bert.train.environment import export_tinygrad_env
-from mlperf_bert.train.settings import Settings
 
 p = snakemake.params
-settings = Settings.from_dict(dict(p.hparams))  # the rule's params: the resolved settings of seed 0
+settings = job_settings(p)  # the rule's params: the resolved settings of seed 0
 export_tinygrad_env(settings, os.environ)  # before tinygrad is imported (it reads them at import)
 
 with job_log(snakemake.log[0]):

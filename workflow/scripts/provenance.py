@@ -13,7 +13,7 @@ with job_log(snakemake.log[0]):
             "shards": listed_shards(i.shard_sums),  # every shard SHA256SUMS lists (the workflow's topics)
             "shard_sums": [i.shard_sums],
             "eval": [i.eval],
-            "checkpoint": list(i.checkpoint),
+            "init_weights": list(i.init_weights),
             "train_record": [i.train_record],
             "final_weights": list(i.final_weights),
         },

@@ -1,12 +1,11 @@
 # rule train: the INIT and RUN phases (two processes, as tinygrad's run_and_time.sh, or one: INIT_PROCESS) on the
 # rule's resolved settings, writing the MLPerf result log. The process that imports tinygrad exports the settings'
 # tinygrad environment first (mlperf_bert/train/phases.py).
-from jobglue import job_log
+from jobglue import job_log, job_settings
 from mlperf_bert.train.inputs import RunInputs
-from mlperf_bert.train.settings import Settings
 
 p = snakemake.params
-settings = Settings.from_dict(dict(p.hparams))  # the rule's params: the resolved settings of this seed
+settings = job_settings(p)  # the rule's params: the resolved settings of this seed
 inputs = RunInputs.of(shards=list(snakemake.input.shards), eval_set=snakemake.input.eval_set,
                       bert_config=snakemake.input.bert_config, log=snakemake.output[0], work_log=p.work_log,
                       ckpt_dir=p.ckpt_dir, max_seq_length=p.max_seq_length,

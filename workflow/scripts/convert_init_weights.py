@@ -1,4 +1,4 @@
-# rule convert_checkpoint: TF model.ckpt-28252 (+ bert_config.json) -> checkpoint/model.safetensors.
+# rule convert_init_weights: TF model.ckpt-28252 (+ bert_config.json) -> checkpoint/model.safetensors.
 import json
 from jobglue import job_log
 from mlperf_bert.train.init_weights import convert_tf_checkpoint

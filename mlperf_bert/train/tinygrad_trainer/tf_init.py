@@ -1,9 +1,9 @@
 """The tinygrad trainer's initial weights: a TensorFlow checkpoint in INIT_CKPT_DIR, which train_bert's RUN process loads
 with tensorflow (load_from_pretrained).
 
-    index = write_init_checkpoint(out_dir, init_model_config(bert_config, s), seed, safetensors=None)
+    index = write_tf_init_weights(out_dir, init_model_config(bert_config, s), seed, safetensors=None)
 
-MLPerf's converted checkpoint where the config downloads it, else this project's seeded random init for SEED (the
+MLPerf's initial weights (its TF checkpoint, converted) where the config downloads it, else this project's seeded random init for SEED (the
 same weights this project's trainer starts from).
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ import numpy as np
 from mlperf_bert.train.settings import Settings
 
 
-def write_init_checkpoint(out_dir: str | os.PathLike, cfg, seed: int, safetensors: str | os.PathLike | None = None) -> Path:
+def write_tf_init_weights(out_dir: str | os.PathLike, cfg, seed: int, safetensors: str | os.PathLike | None = None) -> Path:
   """A TF v1 checkpoint (Google's names) of the initial weights in out_dir, with its `checkpoint` state file, so
   that tf.train.list_variables(out_dir) finds it; returns the .index file. From `safetensors` (the converted MLPerf
   checkpoint) when given, else this project's seeded init of `cfg` for `seed`."""
