@@ -15,6 +15,9 @@ FEATURES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions", "ma
 
 # MLPerf's eval set size for BERT (pick_eval_samples.py's default).
 EVAL_SAMPLES = 10000
+# the tinygrad whose internals train/cpu_threads.py (CPUProgram.__call__), train/jitmem.py and the dress (the JIT's
+# planner, TinyJit.cnt, CapturedJit._written_uops) read: each refuses another version in one line
+TINYGRAD_PINNED = "0.14.0"
 
 # A platform's files in the repository: platforms/<name>/platform.yaml (tinygrad settings, hyperparameters, the train
 # job's resources) and platforms/<name>/system.json (its MLPerf system description). profiles/ holds only Snakemake

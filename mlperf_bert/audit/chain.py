@@ -15,12 +15,11 @@ import json
 from pathlib import Path
 from typing import Callable
 
-from mlperf_bert.audit.rows import Audit
+from mlperf_bert.audit.rows import CHAIN, RETRAIN, Audit
 from mlperf_bert.errors import UserError
 from mlperf_bert.mlperf_log import Event, parse_line
 
-CHECK = "chain"
-RETRAIN = "retrain: snakemake --forcerun train (or restore the files the run read)"
+RETRAIN_OR_RESTORE = f"{RETRAIN} (or restore the files the run read)"
 
 
 def _short_sha(h: str | None) -> str:
@@ -60,14 +59,14 @@ def check_text_links(audit: Audit, base: Path, heads: dict, hasher: Callable) ->
   for f, h in heads.items():
     rel = str(f.relative_to(base))
     if isinstance(h, str):
-      audit.add("FAIL", CHECK, rel, f"text -> shard: {h}"); bad += 1; continue
+      audit.add("FAIL", CHAIN, rel, f"text -> shard: {h}"); bad += 1; continue
     if not h["source"]:
-      audit.add("FAIL", CHECK, rel, f"text -> shard: the shard records no source text (format version {h['version']}, "
+      audit.add("FAIL", CHAIN, rel, f"text -> shard: the shard records no source text (format version {h['version']}, "
                 "built before shards recorded it); rebuild the shards: snakemake --forcerun shard evalset"); bad += 1
       continue
     text = source_text(base, f)
     if not text.is_file():
-      audit.add("WARN", CHECK, rel, f"text -> shard: {text.relative_to(base)} is not present; the link is not checked")
+      audit.add("WARN", CHAIN, rel, f"text -> shard: {text.relative_to(base)} is not present; the link is not checked")
       continue
     now = hasher(text)["sha256"]
     checked += 1
@@ -76,11 +75,11 @@ def check_text_links(audit: Audit, base: Path, heads: dict, hasher: Callable) ->
       by_hash = {hasher(t)["sha256"]: t for t in texts if t.is_file()}
     other = by_hash.get(h["source"])
     src = f"that of {other.relative_to(base)}" if other is not None else "no text present"
-    audit.add("FAIL", CHECK, rel, f"text -> shard: built from other text: its header's source sha256 "
+    audit.add("FAIL", CHAIN, rel, f"text -> shard: built from other text: its header's source sha256 "
               f"{_short_sha(h['source'])} is {src}, not {text.relative_to(base)} ({_short_sha(now)}); rebuild it: "
               f"snakemake --force {f} (then retrain)"); bad += 1
   if checked and not bad:
-    audit.add("PASS", CHECK, "shards, eval", f"text -> shard: each of {checked} shard(s) was built from the text "
+    audit.add("PASS", CHAIN, "shards, eval", f"text -> shard: each of {checked} shard(s) was built from the text "
               "beside it (the source sha256 in its header)")
 
 
@@ -104,10 +103,10 @@ def check_shard_settings(audit: Audit, base: Path, heads: dict, hasher: Callable
     want, what = expect.get(key, (max(groups, key=lambda k: len(groups[k])), "the other shards"))
     for h, names in sorted(groups.items()):
       if h != want:
-        audit.add("FAIL", CHECK, _few(names), f"text -> shard: built with another {key} ({_short_sha(h)}) than "
+        audit.add("FAIL", CHAIN, _few(names), f"text -> shard: built with another {key} ({_short_sha(h)}) than "
                   f"{what} ({_short_sha(want)}); rebuild: snakemake --forcerun shard evalset"); bad += 1
   if not bad:
-    audit.add("PASS", CHECK, "shards, eval", f"text -> shard: {len(good)} shard(s) built with one vocab and the "
+    audit.add("PASS", CHAIN, "shards, eval", f"text -> shard: {len(good)} shard(s) built with one vocab and the "
               "preprocessing settings" + (" of the config" if "settings" in expect else ""))
 
 
@@ -122,11 +121,11 @@ def check_duplicates(audit: Audit, base: Path, heads: dict, hasher: Callable) ->
       if v: groups.setdefault(v, []).append(str(f.relative_to(base)))
     for v, names in sorted(groups.items()):
       if len(names) > 1:
-        audit.add("FAIL", CHECK, _few(names), f"duplicate shards: {' and '.join(names)} {what.format(_short_sha(v))}; "
+        audit.add("FAIL", CHAIN, _few(names), f"duplicate shards: {' and '.join(names)} {what.format(_short_sha(v))}; "
                   f"rebuild them: snakemake --force {' '.join(str(base / n) for n in names)}"); bad += 1
     if bad: break  # identical shards share their source too: one row each
   if not bad and heads:
-    audit.add("PASS", CHECK, "shards, eval", f"no duplicate shards: {len(heads)} distinct file(s) from distinct texts")
+    audit.add("PASS", CHAIN, "shards, eval", f"no duplicate shards: {len(heads)} distinct file(s) from distinct texts")
 
 
 def logged_accuracies(log: Path) -> list[float]:
@@ -170,15 +169,15 @@ def check_record(audit: Audit, base: Path, log: Path, files: list[Path], hasher:
   from mlperf_bert.train.record import read_record, record_path
   rel, rp = str(log.relative_to(base)), record_path(log)
   if not rp.is_file():
-    audit.add("FAIL", CHECK, rel, f"shard -> train record: no {rp.name} (the train process's record of what it read "
-              f"and wrote); {RETRAIN}"); return
+    audit.add("FAIL", CHAIN, rel, f"shard -> train record: no {rp.name} (the train process's record of what it read "
+              f"and wrote); {RETRAIN_OR_RESTORE}"); return
   try:
     rec = read_record(rp)
   except UserError as e:
-    audit.add("FAIL", CHECK, str(rp.relative_to(base)), f"shard -> train record: {e}"); return
+    audit.add("FAIL", CHAIN, str(rp.relative_to(base)), f"shard -> train record: {e}"); return
   bad = 0
   for name, why in _placement(base, rp, rec):
-    audit.add("FAIL", CHECK, name, f"shard -> train record: {why} ({rp.name}); {RETRAIN}"); bad += 1
+    audit.add("FAIL", CHAIN, name, f"shard -> train record: {why} ({rp.name}); {RETRAIN_OR_RESTORE}"); bad += 1
   entries = [("shard", e) for e in rec.get("shards") or []] + [("eval set", rec.get("eval_set")),
              ("initial weights", rec.get("init_weights")), ("bert_config", rec.get("bert_config"))]
   read = set()
@@ -188,32 +187,32 @@ def check_record(audit: Audit, base: Path, log: Path, files: list[Path], hasher:
     read.add(p)
     name = str(p.relative_to(base.resolve())) if p.is_relative_to(base.resolve()) else str(p)
     if not p.is_file():
-      audit.add("FAIL", CHECK, name, f"shard -> train record: the train process read this {what}, now missing "
-                f"({rp.name}); {RETRAIN}"); bad += 1
+      audit.add("FAIL", CHAIN, name, f"shard -> train record: the train process read this {what}, now missing "
+                f"({rp.name}); {RETRAIN_OR_RESTORE}"); bad += 1
     elif why := size_differs(p, e.get("bytes")):
-      audit.add("FAIL", CHECK, name, f"shard -> train record: sha256 now unknown (not hashed: {why}), the train "
-                f"process read {_short_sha(e.get('sha256'))} ({rp.name}): the {what} changed after training; {RETRAIN}")
+      audit.add("FAIL", CHAIN, name, f"shard -> train record: sha256 now unknown (not hashed: {why}), the train "
+                f"process read {_short_sha(e.get('sha256'))} ({rp.name}): the {what} changed after training; {RETRAIN_OR_RESTORE}")
       bad += 1
     elif (now := hasher(p)["sha256"]) != e.get("sha256"):
-      audit.add("FAIL", CHECK, name, f"shard -> train record: sha256 now {_short_sha(now)}, the train process read "
-                f"{_short_sha(e.get('sha256'))} ({rp.name}): the {what} changed after training; {RETRAIN}"); bad += 1
+      audit.add("FAIL", CHAIN, name, f"shard -> train record: sha256 now {_short_sha(now)}, the train process read "
+                f"{_short_sha(e.get('sha256'))} ({rp.name}): the {what} changed after training; {RETRAIN_OR_RESTORE}"); bad += 1
   for f in files:
     if f.resolve() not in read:
-      audit.add("FAIL", CHECK, str(f.relative_to(base)), f"shard -> train record: not among the files the train "
-                f"process read ({rp.name}); {RETRAIN}"); bad += 1
+      audit.add("FAIL", CHAIN, str(f.relative_to(base)), f"shard -> train record: not among the files the train "
+                f"process read ({rp.name}); {RETRAIN_OR_RESTORE}"); bad += 1
   if not bad:
-    audit.add("PASS", CHECK, rel, f"shard -> train record: the {len(rec.get('shards') or [])} shard(s), the eval set "
+    audit.add("PASS", CHAIN, rel, f"shard -> train record: the {len(rec.get('shards') or [])} shard(s), the eval set "
               f"and the checkpoint present are those the train process read ({rp.name})")
   logged = rec.get("log") or {}
   if (rp.parent / str(logged.get("path"))).resolve() != log.resolve():
-    audit.add("FAIL", CHECK, rel, f"train record -> log: {rp.name} is the record of {logged.get('path')}, not of "
-              f"{log.name}; {RETRAIN}")
+    audit.add("FAIL", CHAIN, rel, f"train record -> log: {rp.name} is the record of {logged.get('path')}, not of "
+              f"{log.name}; {RETRAIN_OR_RESTORE}")
   elif (now := hasher(log)["sha256"]) != logged.get("sha256"):
-    audit.add("FAIL", CHECK, rel, f"train record -> log: the log's sha256 {_short_sha(now)} is not the "
+    audit.add("FAIL", CHAIN, rel, f"train record -> log: the log's sha256 {_short_sha(now)} is not the "
               f"{_short_sha(logged.get('sha256'))} the train process wrote ({rp.name}): the log was changed after "
-              f"training{_accuracy_diff(log, rec)}; {RETRAIN}")
+              f"training{_accuracy_diff(log, rec)}; {RETRAIN_OR_RESTORE}")
   else:
-    audit.add("PASS", CHECK, rel, "train record -> log: the log is byte for byte what the train process wrote")
+    audit.add("PASS", CHAIN, rel, "train record -> log: the log is byte for byte what the train process wrote")
 
 
 def recorded_config(logs: list[Path]) -> dict | None:

@@ -22,7 +22,7 @@ from mlperf_bert.constants import platform_path
 from mlperf_bert.errors import UserError
 from mlperf_bert.fileio import atomic_path
 
-SCHEMA = "mlperf-bert/provenance/1"
+PROVENANCE_SCHEMA = "mlperf-bert/provenance/1"
 PACKAGES = ("mlperf-bert", "tinygrad", "numpy", "snakemake", "mlperf-logging", "gdown", "tensorflow", "tensorflow-cpu",
             "tokenizers", "safetensors", "jsonschema", "pyyaml", "matplotlib")
 
@@ -153,7 +153,7 @@ def build_provenance_record(*, log_path, inputs: dict[str, Iterable], config: di
   if not log_path.is_file():
     raise UserError(f"{log_path}: result log not found; the provenance record describes an existing log")
   rec = {
-    "schema": SCHEMA,
+    "schema": PROVENANCE_SCHEMA,
     "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     "log": file_record(log_path, basedir),
     "seed": int(seed) if str(seed).lstrip("-").isdigit() else seed,
@@ -224,8 +224,8 @@ def read_provenance(path: str | os.PathLike) -> dict[str, Any]:
     rec = json.loads(Path(path).read_text())
   except (OSError, json.JSONDecodeError) as e:
     raise UserError(f"{path}: not a readable provenance record ({e}); rebuild it with the workflow's provenance rule")
-  if not isinstance(rec, dict) or rec.get("schema") != SCHEMA:
-    raise UserError(f"{path}: not a {SCHEMA} record; rebuild it with the workflow's provenance rule")
+  if not isinstance(rec, dict) or rec.get("schema") != PROVENANCE_SCHEMA:
+    raise UserError(f"{path}: not a {PROVENANCE_SCHEMA} record; rebuild it with the workflow's provenance rule")
   return rec
 
 

@@ -16,10 +16,9 @@ from pathlib import Path
 from typing import Callable
 
 from mlperf_bert.audit.bounded import Budget, catch_chance, draw_order, run_json_lines
-from mlperf_bert.audit.rows import Audit
+from mlperf_bert.audit.rows import REEXECUTION, Audit
 from mlperf_bert.errors import UserError
 
-CHECK = "re-execution"
 NOT_REEXECUTABLE = "not re-executable"
 EVAL_SET = "eval/eval.shard"
 
@@ -115,14 +114,14 @@ def reexecute_data(audit: Audit, base: Path, preprocessing: dict | None, eval_ex
   ev = base / EVAL_SET
   if not shards and not ev.is_file(): return None
   if not isinstance(preprocessing, dict):
-    audit.add("WARN", CHECK, "shards, eval", f"{NOT_REEXECUTABLE}: no preprocessing settings on record"); return None
+    audit.add("WARN", REEXECUTION, "shards, eval", f"{NOT_REEXECUTABLE}: no preprocessing settings on record"); return None
   order = [shards[i] for i in draw_order(len(shards), seed, "shards")][:budget.count(len(shards))]
   todo: list[tuple[Path, dict]] = []
   bad = 0
   for f in ([ev] if ev.is_file() else []) + order:
     item = rebuild_inputs(base, f, preprocessing, hasher, eval_examples if f == ev else None)
     if isinstance(item, tuple):
-      audit.add(item[0], CHECK, str(f.relative_to(base)), f"rebuilt (seed {seed}): {item[1]}"); bad += f != ev
+      audit.add(item[0], REEXECUTION, str(f.relative_to(base)), f"rebuilt (seed {seed}): {item[1]}"); bad += f != ev
     else:
       todo.append((f, item))
   t0 = time.perf_counter()
@@ -135,25 +134,25 @@ def reexecute_data(audit: Audit, base: Path, preprocessing: dict | None, eval_ex
     rel = str(f.relative_to(base))
     if rel not in got:
       if f == ev:
-        audit.add("WARN", CHECK, rel, f"not redone: the rebuild process {cut} ({share}) before the eval set was "
+        audit.add("WARN", REEXECUTION, rel, f"not redone: the rebuild process {cut} ({share}) before the eval set was "
                   "rebuilt, so it is not proven to be what results4/eval.txt gives; give a larger --reexecute-budget")
       continue
     status, why = compare_rebuilt(base, f, item, hasher(f)["sha256"], got[rel])
     if f == ev:
       proven = status == "PASS"
-      audit.add(status, CHECK, rel, f"eval set rebuilt from {Path(item['text']).relative_to(base)} with the recorded "
+      audit.add(status, REEXECUTION, rel, f"eval set rebuilt from {Path(item['text']).relative_to(base)} with the recorded "
                 f"settings and eval_examples {eval_examples}: byte-identical" if proven else f"eval set rebuilt: {why}")
       continue
     done += 1
     if status != "PASS":
-      audit.add(status, CHECK, rel, f"shard rebuilt (seed {seed}): {why}"); bad += 1
+      audit.add(status, REEXECUTION, rel, f"shard rebuilt (seed {seed}): {why}"); bad += 1
   if shards and not bad:
     n, rest = len(shards), len(shards) - done
     if not done:
-      audit.add("WARN", CHECK, "shards", f"0 of {n} topics' shards rebuilt: the rebuild process {cut} ({share}) "
+      audit.add("WARN", REEXECUTION, "shards", f"0 of {n} topics' shards rebuilt: the rebuild process {cut} ({share}) "
                 f"before its first topic; not redone: {n} topic(s); give a larger --reexecute-budget")
     else:
-      audit.add("PASS", CHECK, "shards", f"{done} of {n} topics' shards (drawn with seed {seed}) rebuilt from their "
+      audit.add("PASS", REEXECUTION, "shards", f"{done} of {n} topics' shards (drawn with seed {seed}) rebuilt from their "
                 f"text with the recorded settings: byte-identical, {share}; {catch_chance(done, n)}" +
                 (f"; not redone: {rest} topic(s), the rebuild process {cut}" if stopped or done < len(order) else ""))
   return proven

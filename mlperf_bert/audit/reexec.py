@@ -42,18 +42,16 @@ from typing import Callable
 
 from mlperf_bert.audit.bounded import Budget, catch_chance, draw_order, draw_seed, run_json_lines
 from mlperf_bert.audit.rebuild import EVAL_SET, NOT_REEXECUTABLE, rebuild_shard, reexecute_data
-from mlperf_bert.audit.rows import Audit
+from mlperf_bert.audit.rows import REEXECUTION, RETRAIN, Audit
 from mlperf_bert.errors import UserError
 
 __all__ = ["DEFAULT_BUDGET_S", "PARTS", "REL_EPS", "Budget", "batches_agree", "catch_chance", "draw_order", "draw_seed",
            "rebuild_shard", "reexecute", "reexecute_data", "reexecute_eval", "run_worker"]
 
-CHECK = "re-execution"
 DEFAULT_BUDGET_S = 300.0
 # the device band: near ties within this share of a prediction's largest |logit| (measured, x8: docs/audit.md)
 REL_EPS = {"float32": 5e-6, "half": 6e-3, "bfloat16": 5e-2}
 PARTS = ("shards", "evals", "segments")  # what --reexecute-parts may name (segments: audit/segments.py)
-RETRAIN = "retrain: snakemake --forcerun train"
 
 
 # ------------------------------------------------------------------------------------------------ the last eval
@@ -171,30 +169,30 @@ def reexecute_eval(audit: Audit, base: Path, log: Path, seed: int, budget: Budge
   try:
     rec = read_record(rp)
   except UserError as e:
-    audit.add("WARN", CHECK, rel, f"{NOT_REEXECUTABLE}: {e}"); return
+    audit.add("WARN", REEXECUTION, rel, f"{NOT_REEXECUTABLE}: {e}"); return
   r = _recorded(rec)
   if isinstance(r, str):
-    audit.add("WARN", CHECK, rel, f"{NOT_REEXECUTABLE}: {r}; {RETRAIN} to make it re-executable"); return
+    audit.add("WARN", REEXECUTION, rel, f"{NOT_REEXECUTABLE}: {r}; {RETRAIN} to make it re-executable"); return
   batches, ev = r
   weights = _weights(base, rp, rec, hasher)
   if isinstance(weights, str):
-    audit.add("FAIL", CHECK, rel, weights); return
+    audit.add("FAIL", REEXECUTION, rel, weights); return
   try:
     as_b = [EvalBatch(*map(float, b)) for b in batches]
   except (TypeError, ValueError):
-    audit.add("FAIL", CHECK, rel, f"{rp.name}: last_eval batches are not [correct, total, accuracy] numbers; {RETRAIN}")
+    audit.add("FAIL", REEXECUTION, rel, f"{rp.name}: last_eval batches are not [correct, total, accuracy] numbers; {RETRAIN}")
     return
   logged = logged_accuracies(log)
   rec_acc = eval_accuracy(as_b, str(ev.get("metric")))
   if not logged or logged[-1] != rec_acc:
-    audit.add("FAIL", CHECK, rel, f"the log's last eval_accuracy is {logged[-1] if logged else 'absent'}, the "
+    audit.add("FAIL", REEXECUTION, rel, f"the log's last eval_accuracy is {logged[-1] if logged else 'absent'}, the "
               f"{len(batches)} eval batches in {rp.name} give {rec_acc}: the log or its record was changed; {RETRAIN}")
     return
   n = len(batches)
   own = _own_eval_set(base, rp, rec, hasher)
   if isinstance(own, str) or eval_proven is False:
     why = own if isinstance(own, str) else f"{EVAL_SET} is not the eval set results4/eval.txt gives (its row)"
-    audit.add("WARN", CHECK, rel, f"not redone: none of the {n} batches of the last eval: {why}, so an accuracy "
+    audit.add("WARN", REEXECUTION, rel, f"not redone: none of the {n} batches of the last eval: {why}, so an accuracy "
               "measured on it proves nothing"); return
   order = draw_order(n, seed, log.name)[:budget.count(n)]
   st = time.perf_counter()
@@ -204,9 +202,9 @@ def reexecute_eval(audit: Audit, base: Path, log: Path, seed: int, budget: Budge
   share = f"{secs:.1f} s" + (f" of a {max(deadline - st, 0):.0f} s share" if deadline is not None else
                              f" ({budget.describe()})")
   if err:
-    audit.add("FAIL", CHECK, rel, f"the eval of {weights.name} failed: {err}"); return
+    audit.add("FAIL", REEXECUTION, rel, f"the eval of {weights.name} failed: {err}"); return
   if not got:
-    audit.add("WARN", CHECK, rel, f"not redone: none of the {n} batches of the last eval: the eval process was "
+    audit.add("WARN", REEXECUTION, rel, f"not redone: none of the {n} batches of the last eval: the eval process was "
               f"stopped with its process group at the end of its share ({share}) before its first batch; give a "
               "larger --reexecute-budget"); return
   same = (devs.get("device"), devs.get("devices")) == (ev.get("device"), ev.get("devices"))
@@ -224,16 +222,16 @@ def reexecute_eval(audit: Audit, base: Path, log: Path, seed: int, budget: Budge
   sample = eval_accuracy([EvalBatch(*g["batch"]) for g in got], str(ev.get("metric")))
   if bad:
     i, why = bad[0]
-    audit.add("FAIL", CHECK, rel, f"{len(bad)} of {len(got)} re-executed eval batches disagree with {rp.name} "
+    audit.add("FAIL", REEXECUTION, rel, f"{len(bad)} of {len(got)} re-executed eval batches disagree with {rp.name} "
               f"(seed {seed}): batch {i}: {why}; the sample's accuracy is {sample:.6f}, the log says {logged[-1]}: "
               f"the weights do not reach the logged accuracy; {RETRAIN}"); return
   if len(got) == n and abs(sample - logged[-1]) > whole_eval_band([allowed(near[g["index"]]) for g in got],
                                                                   [float(b[1]) for b in batches], str(ev.get("metric"))):
-    audit.add("FAIL", CHECK, rel, f"all {n} eval batches re-executed give accuracy {sample}, the log says "
+    audit.add("FAIL", REEXECUTION, rel, f"all {n} eval batches re-executed give accuracy {sample}, the log says "
               f"{logged[-1]}; {RETRAIN}"); return
   cut = (f"; not redone: {n - len(got)} batch(es), the eval process was stopped at the end of its share" if stopped
          else "")
-  audit.add("PASS", CHECK, rel, f"{len(got)} of {n} batches of the last eval (drawn with seed {seed}) evaluated on "
+  audit.add("PASS", REEXECUTION, rel, f"{len(got)} of {n} batches of the last eval (drawn with seed {seed}) evaluated on "
             f"{weights.name} with the trainer's eval step {how}: accuracy {sample:.6f} on the sample, "
             f"{logged[-1]:.6f} logged, {share}; {catch_chance(len(got), n)}{cut}")
 

@@ -19,6 +19,11 @@ def printable(text: object) -> str:
 # the audit's rows
 # ----------------------------------------------------------------------------------------------------------------
 STATUSES = ("PASS", "FAIL", "WARN", "DROP", "SKIP")
+# the checks whose rows more than one module writes: chain (chain.py, text.py), re-execution (rebuild.py, reexec.py,
+# segments.py); and the fix of a run whose files or numbers are not what it recorded
+CHAIN = "chain"
+REEXECUTION = "re-execution"
+RETRAIN = "retrain: snakemake --forcerun train"
 
 
 @dataclass

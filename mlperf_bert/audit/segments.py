@@ -39,9 +39,9 @@ from typing import Callable
 import numpy as np
 
 from mlperf_bert.audit.bounded import Budget
-from mlperf_bert.audit.reexec import CHECK, NOT_REEXECUTABLE, RETRAIN, catch_chance, draw_order, run_worker, \
+from mlperf_bert.audit.reexec import NOT_REEXECUTABLE, catch_chance, draw_order, run_worker, \
   train_search
-from mlperf_bert.audit.rows import Audit
+from mlperf_bert.audit.rows import REEXECUTION, RETRAIN, Audit
 from mlperf_bert.errors import UserError
 from mlperf_bert.machine import same_kind, this_machine
 
@@ -112,42 +112,42 @@ def plan_log(audit: Audit, base: Path, log: Path, hasher: Callable) -> list[Segm
   rel, rp = str(log.relative_to(base)), record_path(log)
   try: rec = read_record(rp)
   except UserError as e:
-    audit.add("WARN", CHECK, rel, f"{NOT_REEXECUTABLE}: {e}"); return []
+    audit.add("WARN", REEXECUTION, rel, f"{NOT_REEXECUTABLE}: {e}"); return []
   kept = rec.get("kept_states")
   if not isinstance(kept, dict) or not isinstance(kept.get("states"), list):
-    audit.add("WARN", CHECK, rel, f"{NOT_REEXECUTABLE}: the train record keeps no training states (a tree of an older "
+    audit.add("WARN", REEXECUTION, rel, f"{NOT_REEXECUTABLE}: the train record keeps no training states (a tree of an older "
               f"version, or of tinygrad's own trainer): {TRUST}; {RETRAIN} to keep them"); return []
   every = int(kept.get("every") or 0)
   if every <= 0:
-    audit.add("WARN", CHECK, rel, f"no training states kept (EVIDENCE_STATE_FREQ 0): {TRUST}"); return []
+    audit.add("WARN", REEXECUTION, rel, f"no training states kept (EVIDENCE_STATE_FREQ 0): {TRUST}"); return []
   folder = rp.parent / str(kept.get("path"))
   try:
     states = {int(e["step"]): e for e in kept["states"]}
   except (KeyError, TypeError, ValueError):
-    audit.add("FAIL", CHECK, rel, f"{rp.name}: kept_states is not a list of states with steps; {RETRAIN}"); return []
+    audit.add("FAIL", REEXECUTION, rel, f"{rp.name}: kept_states is not a list of states with steps; {RETRAIN}"); return []
   if not folder.resolve().is_relative_to(base.resolve()) or \
      any(Path(str(e.get("file"))).name != str(e.get("file")) for e in states.values()):
-    audit.add("FAIL", CHECK, rel, f"{rp.name}: its kept states are named outside the tree ({kept.get('path')}); not "
+    audit.add("FAIL", REEXECUTION, rel, f"{rp.name}: its kept states are named outside the tree ({kept.get('path')}); not "
               f"read; {RETRAIN}"); return []
   for step, e in sorted(states.items()):
     f = folder / str(e.get("file"))
     if not f.is_file():
-      audit.add("FAIL", CHECK, rel, f"the kept state of step {step} ({f.relative_to(base)}) is missing; {RETRAIN}")
+      audit.add("FAIL", REEXECUTION, rel, f"the kept state of step {step} ({f.relative_to(base)}) is missing; {RETRAIN}")
       return []
     if hasher(f)["sha256"] != e.get("sha256"):
-      audit.add("FAIL", CHECK, rel, f"{f.relative_to(base)}: sha256 is not the one the train process wrote "
+      audit.add("FAIL", REEXECUTION, rel, f"{f.relative_to(base)}: sha256 is not the one the train process wrote "
                 f"({rp.name}); {RETRAIN}"); return []
   run_start, evals = logged_times(log)
   want = kept_wanted(sorted(evals), every)
   if sorted(states) != want:
-    audit.add("FAIL", CHECK, rel, f"the log's evals at steps {sorted(evals)} keep the states of steps {want} "
+    audit.add("FAIL", REEXECUTION, rel, f"the log's evals at steps {sorted(evals)} keep the states of steps {want} "
               f"(EVIDENCE_STATE_FREQ {every}), {rp.name} has {sorted(states)}: an eval or a state was dropped or "
               f"added; {RETRAIN}"); return []
   if not want: return []
   weights = rp.parent / str((rec.get("final_weights") or {}).get("path"))
   why = final_is_last_state(weights, folder / str(states[want[-1]]["file"])) if weights.is_file() else "missing"
   if why:
-    audit.add("FAIL", CHECK, rel, f"the final weights {weights.name} are not the kept state of step {want[-1]}, the "
+    audit.add("FAIL", REEXECUTION, rel, f"the final weights {weights.name} are not the kept state of step {want[-1]}, the "
               f"last eval's: {why}; {RETRAIN}"); return []
   machine = rec.get("machine") if isinstance(rec.get("machine"), dict) else {}
   hp = rec.get("settings") if isinstance(rec.get("settings"), dict) else {}
@@ -231,17 +231,17 @@ def reexecute_segments(audit: Audit, base: Path, logs: list[Path], hasher: Calla
       devs, steps, cmp, err, stopped = redo_segment(seg, share_end)
       if stopped: break
       if err:
-        audit.add("FAIL", CHECK, seg.rel, f"training steps {seg.start}-{seg.end} again failed: {err}"); bad = True
+        audit.add("FAIL", REEXECUTION, seg.rel, f"training steps {seg.start}-{seg.end} again failed: {err}"); bad = True
         break
       if cmp is None:
-        audit.add("WARN", CHECK, seg.rel, f"{NOT_REEXECUTABLE} here: the run trained on {seg.settings.get('GPUS')} "
+        audit.add("WARN", REEXECUTION, seg.rel, f"{NOT_REEXECUTABLE} here: the run trained on {seg.settings.get('GPUS')} "
                   f"{seg.settings.get('DEV')} device(s), this machine has {devs.get('devices')} "
                   f"{devs.get('device')}: another device count draws other dropout masks and trains another "
                   f"trajectory; {TRUST}"); bad = True
         break
       status, seen = judge(seg, devs, cmp)
       if status != "PASS":
-        audit.add(status, CHECK, seg.rel, f"steps {seg.start}-{seg.end} trained again from the "
+        audit.add(status, REEXECUTION, seg.rel, f"steps {seg.start}-{seg.end} trained again from the "
                   f"{'initial state' if seg.start == 0 else f'kept state of step {seg.start}'} (seed {seed}) on "
                   f"{devs.get('devices')} {devs.get('device')} device(s): {seen}: the kept state of step {seg.end} "
                   f"is not what {seg.steps} steps give; {RETRAIN}"); bad = True
@@ -254,7 +254,7 @@ def reexecute_segments(audit: Audit, base: Path, logs: list[Path], hasher: Calla
                                f" ({budget.describe()})")
     rel = log.relative_to(base).as_posix()
     if not done:
-      audit.add("WARN", CHECK, rel, f"not redone: none of the {len(segs)} training segments: the process was stopped "
+      audit.add("WARN", REEXECUTION, rel, f"not redone: none of the {len(segs)} training segments: the process was stopped "
                 f"with its group at the end of its share ({share}) before it finished one; {TRUST}; give a larger "
                 "--reexecute-budget (a segment takes a process start, a compile and its steps)")
       continue
@@ -262,7 +262,7 @@ def reexecute_segments(audit: Audit, base: Path, logs: list[Path], hasher: Calla
            if stopped else "")
     kinds = list(dict.fromkeys(x for _, x in done))  # each segment's own finding, once each
     seen = kinds[0] if len(kinds) == 1 else "; ".join(f"{s.start}-{s.end} {x}" for s, x in done)
-    audit.add("PASS", CHECK, rel, f"{len(done)} of {len(segs)} training segments (drawn with seed {seed}; steps "
+    audit.add("PASS", REEXECUTION, rel, f"{len(done)} of {len(segs)} training segments (drawn with seed {seed}; steps "
               f"{', '.join(f'{s.start}-{s.end}' for s, _ in done)}) trained again from the kept states with the "
               f"trainer's own step: {seen}; {share}; {catch_chance(len(done), len(segs))}{cut}")
   from mlperf_bert.audit.times import check_times

@@ -11,10 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from mlperf_bert.audit.rows import Audit, shorten
+from mlperf_bert.audit.rows import CHAIN, Audit, shorten
 from mlperf_bert.errors import UserError
 
-CHECK = "chain"
 LINK = "md5 list -> text"
 PINNED = "config md5 -> download"
 EVAL_LINK = "eval.md5 -> eval text"
@@ -36,10 +35,10 @@ def check_downloads(audit: Audit, base: Path, hasher: Callable, config: dict) ->
   bad = set()
   for name, want in sorted(pins.items()):
     if (got := hasher(base / "download" / name)["md5"]) != want:
-      audit.add("FAIL", CHECK, f"download/{name}", f"{PINNED}: md5 {got}, the config pins {want} for it: it is not the "
+      audit.add("FAIL", CHAIN, f"download/{name}", f"{PINNED}: md5 {got}, the config pins {want} for it: it is not the "
                 f"file the config names; download it again (delete it, then snakemake all)"); bad.add(name)
   if pins and not bad:
-    audit.add("PASS", CHECK, "download", f"{PINNED}: the {len(pins)} download(s) the config pins an md5 for match it "
+    audit.add("PASS", CHAIN, "download", f"{PINNED}: the {len(pins)} download(s) the config pins an md5 for match it "
               f"({', '.join(sorted(pins))})")
   return bad
 
@@ -52,12 +51,12 @@ def read_manifest(audit: Audit, base: Path, bad: set[str]) -> dict[str, str] | N
   rel = str(path.relative_to(base))
   if MANIFEST in bad: return None
   if not path.is_file():
-    audit.add("FAIL", CHECK, rel, f"{LINK}: missing, so results4/ cannot be checked; download it again (snakemake all)")
+    audit.add("FAIL", CHAIN, rel, f"{LINK}: missing, so results4/ cannot be checked; download it again (snakemake all)")
     return None
   try:
     return parse_manifest(path)
   except (UserError, OSError, UnicodeDecodeError) as e:
-    audit.add("FAIL", CHECK, rel, f"{LINK}: {e}"); return None
+    audit.add("FAIL", CHAIN, rel, f"{LINK}: {e}"); return None
 
 
 def check_eval_text(audit: Audit, base: Path, config: dict, workflow_dir: Path) -> None:
@@ -66,13 +65,13 @@ def check_eval_text(audit: Audit, base: Path, config: dict, workflow_dir: Path) 
   ev, eval_md5 = base / "results4" / "eval.txt", _eval_md5(config, workflow_dir)
   if not ev.is_file(): return
   if eval_md5 is None or not eval_md5.is_file():
-    audit.add("WARN", CHECK, "results4/eval.txt", f"{EVAL_LINK}: the config's eval_md5 ({config.get('eval_md5')}) is "
+    audit.add("WARN", CHAIN, "results4/eval.txt", f"{EVAL_LINK}: the config's eval_md5 ({config.get('eval_md5')}) is "
               "not there, so its articles are not checked; pass the run's config (--configfile)"); return
   try:
     n = verify_eval_articles(ev, eval_md5, log=lambda _: None)
   except (UserError, OSError) as e:
-    audit.add("FAIL", CHECK, "results4/eval.txt", f"{EVAL_LINK}: {e}"); return
-  audit.add("PASS", CHECK, "results4/eval.txt", f"{EVAL_LINK}: its {n} articles match {eval_md5.name}")
+    audit.add("FAIL", CHAIN, "results4/eval.txt", f"{EVAL_LINK}: {e}"); return
+  audit.add("PASS", CHAIN, "results4/eval.txt", f"{EVAL_LINK}: its {n} articles match {eval_md5.name}")
 
 
 def check_text(audit: Audit, base: Path, hasher: Callable, config: dict | None, workflow_dir: Path) -> None:
@@ -91,18 +90,18 @@ def check_text(audit: Audit, base: Path, hasher: Callable, config: dict | None, 
     rel = str(f.relative_to(base))
     if f.name not in listed:  # an archive's extra file is extracted but never used; a shard built from it is
       used = (base / "shards" / f"{f.name}.shard").is_file()
-      audit.add("FAIL" if used else "WARN", CHECK, rel, f"{LINK}: not listed in download/{MANIFEST}" +
+      audit.add("FAIL" if used else "WARN", CHAIN, rel, f"{LINK}: not listed in download/{MANIFEST}" +
                 (f", yet shards/{f.name}.shard was built from it: not a file of the download; remove both and "
                  f"retrain" if used else ": not used by the workflow")); bad += used
     elif (md5 := hasher(f)["md5"]) != listed[f.name]:
-      audit.add("FAIL", CHECK, rel, f"{LINK}: md5 {md5}, download/{MANIFEST} lists {listed[f.name]}: the text was "
+      audit.add("FAIL", CHAIN, rel, f"{LINK}: md5 {md5}, download/{MANIFEST} lists {listed[f.name]}: the text was "
                 f"changed after it was extracted (whatever was built from it since); {EXTRACT}"); bad += 1
   absent = [n for n in listed if not (base / "results4" / n).is_file()]
   if absent:
-    audit.add("WARN", CHECK, "results4", f"{LINK}: {len(absent)} file(s) the md5 list names are not present, so not "
+    audit.add("WARN", CHAIN, "results4", f"{LINK}: {len(absent)} file(s) the md5 list names are not present, so not "
               f"checked: {shorten(absent)}")
   if not bad:
     pinned = ((cfg.get("sources") or {}).get(MANIFEST) or {}).get("md5")
     how = "its md5 pinned by the config" if pinned else "taken on trust: the config pins no md5 for it"
-    audit.add("PASS", CHECK, "results4", f"{LINK}: the {sum(f.name in listed for f in texts)} file(s) of results4/ it "
+    audit.add("PASS", CHAIN, "results4", f"{LINK}: the {sum(f.name in listed for f in texts)} file(s) of results4/ it "
               f"lists match download/{MANIFEST} ({how})")

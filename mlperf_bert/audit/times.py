@@ -20,8 +20,7 @@ import json
 from pathlib import Path
 from types import SimpleNamespace
 
-from mlperf_bert.audit.reexec import RETRAIN
-from mlperf_bert.audit.rows import Audit
+from mlperf_bert.audit.rows import RETRAIN, Audit
 from mlperf_bert.machine import describe_machine, same_kind
 
 TIME = "time"

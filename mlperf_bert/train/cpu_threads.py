@@ -17,9 +17,9 @@ import ctypes, time
 from concurrent.futures import ThreadPoolExecutor
 from importlib.metadata import version
 
+from mlperf_bert.constants import TINYGRAD_PINNED
 from mlperf_bert.errors import UserError
 
-TINYGRAD = "0.14.0"  # the CPUProgram.__call__ this module replaces is tinygrad 0.14.0's
 SERIAL = frozenset({"embedding_bwd"})  # kernels with atomic float adds: serial, so their sums keep one order
 
 
@@ -31,9 +31,9 @@ def enabled() -> bool:
 def enable() -> int:
   """Make every CPU kernel with per-core slices run them in parallel in this process; idempotent. Returns the
   number of threads (tinygrad's slice count)."""
-  if (have := version("tinygrad")) != TINYGRAD:
-    raise UserError(f"platform key CPU_THREADS: written for tinygrad {TINYGRAD}'s CPU runtime, found tinygrad {have}; "
-                    f"install tinygrad=={TINYGRAD} or set CPU_THREADS: false")
+  if (have := version("tinygrad")) != TINYGRAD_PINNED:
+    raise UserError(f"platform key CPU_THREADS: written for tinygrad {TINYGRAD_PINNED}'s CPU runtime, found tinygrad {have}; "
+                    f"install tinygrad=={TINYGRAD_PINNED} or set CPU_THREADS: false")
   from tinygrad.helpers import NUM_CPU_THREADS
   from tinygrad.runtime.ops_cpu import CPUProgram
   threads = NUM_CPU_THREADS.value

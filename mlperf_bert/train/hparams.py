@@ -25,8 +25,7 @@ from mlperf_bert.train.settings import DERIVED, KEY_FIELDS, Settings
 
 # The platform file's schema: every key, its type, its static default, whether tinygrad reads it from the
 # environment. KNOWN, TINYGRAD_ENV and DEFAULTS are read from it; derived defaults are in resolve().
-SCHEMA = PLATFORM_SCHEMA
-_SCHEMA = load_schema(SCHEMA)
+_SCHEMA = load_schema(PLATFORM_SCHEMA)
 _PROPS: dict[str, dict] = _SCHEMA["properties"]
 KNOWN = frozenset(k for k in _PROPS if k.isupper())
 TINYGRAD_ENV = frozenset(k for k in KNOWN if _PROPS[k].get("x-tinygrad-env"))
@@ -48,7 +47,7 @@ MINIMUM: dict[str, int] = {k: _PROPS[k]["minimum"] for k in sorted(KNOWN) if "mi
 NOT_RULE_PARAMS = frozenset(k for k in KNOWN if _PROPS[k].get("x-rule-param") is False)
 NOT_FINGERPRINTED = frozenset(k for k in KNOWN if _PROPS[k].get("x-fingerprint") is False)
 if set(KEY_FIELDS) != KNOWN | set(DERIVED):  # every key of the schema has its field in Settings, and no other
-  raise RuntimeError(f"{SCHEMA.name} and mlperf_bert/train/settings.py disagree: "
+  raise RuntimeError(f"{PLATFORM_SCHEMA.name} and mlperf_bert/train/settings.py disagree: "
                      f"{sorted(set(KEY_FIELDS) ^ (KNOWN | set(DERIVED)))}")
 
 
@@ -80,8 +79,8 @@ def load_platform(path: str | os.PathLike) -> dict[str, Any]:
 def check_types(data: dict[str, Any], where: str, fix: str | None = None) -> dict[str, Any]:
   """Validate settings against the platform schema (unknown keys, types); returns them with text overrides parsed."""
   data = parse_text_values(data, _SCHEMA)  # a command-line override (snakemake --config) arrives as text
-  validate_config(data, SCHEMA, source=where,
-                  fix=fix or f"Fix these keys in {where} (the keys and types: {SCHEMA.name}).")
+  validate_config(data, PLATFORM_SCHEMA, source=where,
+                  fix=fix or f"Fix these keys in {where} (the keys and types: {PLATFORM_SCHEMA.name}).")
   return data
 
 

@@ -46,17 +46,17 @@ from typing import Any, Iterable, Iterator
 
 from tinygrad import Tensor
 
+from mlperf_bert.constants import TINYGRAD_PINNED
 from mlperf_bert.errors import UserError
 from mlperf_bert.train.arena import pack
 
-TINYGRAD = "0.14.0"  # the JIT internals (TinyJit.cnt, jit_lower's planner, CapturedJit._written_uops) are 0.14.0's
 BLOCK = 256          # tinygrad's planner rounds every buffer to this many bytes (schedule/memory.py block_size)
 
 
 def _check_version(what: str):
-  if (have := version("tinygrad")) != TINYGRAD:
-    raise UserError(f"{what}: written for tinygrad {TINYGRAD}'s JIT, found tinygrad {have}; install "
-                    f"tinygrad=={TINYGRAD}")
+  if (have := version("tinygrad")) != TINYGRAD_PINNED:
+    raise UserError(f"{what}: written for tinygrad {TINYGRAD_PINNED}'s JIT, found tinygrad {have}; install "
+                    f"tinygrad=={TINYGRAD_PINNED}")
 
 
 def capture_on_first_call(jit) -> None:

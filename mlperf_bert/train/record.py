@@ -26,11 +26,11 @@ from mlperf_bert.machine import this_machine
 from mlperf_bert.train.hparams import rule_params
 from mlperf_bert.train.settings import Settings
 
-SCHEMA = "mlperf-bert/train-record/2"
+RECORD_SCHEMA = "mlperf-bert/train-record/2"
 # the first form named the settings `hparams` and the initial weights `init_checkpoint`; read_record reads it as this
 # one (trees trained before 2026-12-03)
 FIRST_FORM_KEYS = {"hparams": "settings", "init_checkpoint": "init_weights"}
-FIRST_SCHEMA = "mlperf-bert/train-record/1"
+FIRST_RECORD_SCHEMA = "mlperf-bert/train-record/1"
 
 
 def record_path(log_path: str | os.PathLike) -> Path:
@@ -60,7 +60,7 @@ def build_train_record(log_bytes: bytes, log_path: Path, *, shards: Sequence[Sha
   folder = record_path(log_path).parent
   evidence = {"final_weights": final_weights, "last_eval": last_eval} if final_weights else {}
   if kept_states is not None: evidence["kept_states"] = kept_states
-  return {"schema": SCHEMA,
+  return {"schema": RECORD_SCHEMA,
           "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
           "seed": settings.seed, "status": status,
           "eval_accuracy": [[int(s), float(a)] for s, a in accuracies],
@@ -101,8 +101,8 @@ def read_record(path: str | os.PathLike) -> dict[str, Any]:
     rec = json.loads(Path(path).read_text())
   except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
     raise UserError(f"{path}: not a readable train record ({e}); retrain (snakemake --forcerun train)") from None
-  if isinstance(rec, dict) and rec.get("schema") == FIRST_SCHEMA and "settings" not in rec:
-    rec = {FIRST_FORM_KEYS.get(k, k): v for k, v in rec.items()} | {"schema": SCHEMA}
-  if not isinstance(rec, dict) or rec.get("schema") != SCHEMA:
-    raise UserError(f"{path}: not a {SCHEMA} record; retrain (snakemake --forcerun train)")
+  if isinstance(rec, dict) and rec.get("schema") == FIRST_RECORD_SCHEMA and "settings" not in rec:
+    rec = {FIRST_FORM_KEYS.get(k, k): v for k, v in rec.items()} | {"schema": RECORD_SCHEMA}
+  if not isinstance(rec, dict) or rec.get("schema") != RECORD_SCHEMA:
+    raise UserError(f"{path}: not a {RECORD_SCHEMA} record; retrain (snakemake --forcerun train)")
   return rec

@@ -117,7 +117,7 @@ def test_a_rehearsals_row_names_every_setting_not_its_profiles(tmp_path):
   from mlperf_bert.audit.rehearsal import rehearsal_settings_rows
   from mlperf_bert.train.hparams import load_platform, resolve, rule_params
   from mlperf_bert.train.rehearsal import rehearsal_settings
-  from mlperf_bert.train.record import SCHEMA
+  from mlperf_bert.train.record import RECORD_SCHEMA
   d = tmp_path / "results" / "tinybox_green-rehearsal"
   d.mkdir(parents=True)
   log = d / "result_bert_0.log"
@@ -125,7 +125,7 @@ def test_a_rehearsals_row_names_every_setting_not_its_profiles(tmp_path):
                  '"value": "tinybox_green rehearsed on the CPU: not a submission", "metadata": {}}\n')
   settings, _ = rehearsal_settings(load_platform(platform_path(REPO, "tinybox_green")), cpus=2)
   run = resolve(settings, {"OPT_LAMB_BETA_1": 0.8}, seed=0)
-  (d / "result_bert_0.train.json").write_text(json.dumps({"schema": SCHEMA, "settings": rule_params(run)}))
+  (d / "result_bert_0.train.json").write_text(json.dumps({"schema": RECORD_SCHEMA, "settings": rule_params(run)}))
   [row] = rehearsal_settings_rows(tmp_path, [log], REPO)
   assert row.status == "SKIP" and row.subject == "results/tinybox_green-rehearsal/result_bert_0.log", row
   for said in ("BEAM 8 -> 0", "DEV NV -> CPU", "OPT_BASE_LEARNING_RATE 0.000169443 -> 0.01", "NUM_WARMUP_STEPS 1 -> 2",

@@ -7,7 +7,7 @@ import pytest
 
 from mlperf_bert.errors import UserError
 from mlperf_bert.fileio import file_digest
-from mlperf_bert.audit.provenance import SCHEMA, listed_shards, read_provenance, verify_provenance, write_provenance
+from mlperf_bert.audit.provenance import PROVENANCE_SCHEMA, listed_shards, read_provenance, verify_provenance, write_provenance
 from mlperf_bert.data.shards import write_sha256sums, write_sidecar
 from conftest import FIXTURES
 
@@ -40,7 +40,7 @@ def test_record_contents_and_clean_verify(tmp_path):
   out = base / "results/cpu/result_bert_0.provenance.json"
   rec = write_provenance(out, log_path=base / "results/cpu/result_bert_0.log", inputs=inputs, config=cfg, seed=0,
                          platform="cpu", command=["snakemake", "--cores", "2"], repo_dir=REPO)
-  assert json.loads(out.read_text()) == read_provenance(out) and rec["schema"] == SCHEMA
+  assert json.loads(out.read_text()) == read_provenance(out) and rec["schema"] == PROVENANCE_SCHEMA
   assert rec["seed"] == 0 and rec["platform"] == "cpu" and rec["config"] == {**cfg, "basedir": "<basedir>"}
   assert rec["command"] == ["snakemake", "--cores", "2"]
   head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()

@@ -104,12 +104,12 @@ def test_rebuilt_shards_pass_and_a_shard_lying_about_its_text_fails(base, tmp_pa
 
 def _tree(tmp_path: Path, logged: float, batches, weights: bool = True) -> Path:
   """results/cpu/result_bert_0.log (one eval_accuracy) and a train record holding `batches` (and weights)."""
-  from mlperf_bert.train.record import SCHEMA
+  from mlperf_bert.train.record import RECORD_SCHEMA
   d = tmp_path / "results" / "cpu"
   d.mkdir(parents=True)
   (d / "result_bert_0.log").write_text(LOG % logged)
   (d / "result_bert_0.final.safetensors").write_bytes(b"weights")
-  rec = {"schema": SCHEMA, "settings": {}}
+  rec = {"schema": RECORD_SCHEMA, "settings": {}}
   if weights:
     rec["final_weights"] = {"path": "result_bert_0.final.safetensors", "bytes": 7,
                             "sha256": hashlib.sha256(b"weights").hexdigest()}

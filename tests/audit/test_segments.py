@@ -13,7 +13,7 @@ from mlperf_bert.audit.rows import Audit
 from mlperf_bert.audit.segments import SEGMENT_BAND, Segment, judge, kept_wanted, steady_cpu
 from mlperf_bert.audit.times import TIME_BAND, check_times, windows
 from mlperf_bert.train.segment import compare_states
-from mlperf_bert.train.record import FIRST_SCHEMA, SCHEMA
+from mlperf_bert.train.record import FIRST_RECORD_SCHEMA, RECORD_SCHEMA
 
 HERE = {"host": "box", "cpu": "AMD EPYC", "flags": "avx2", "cores": 2}
 HP = {"DEV": "CPU", "GPUS": 1, "BS": 8, "SEED": 0}
@@ -166,7 +166,7 @@ def _tree(tmp_path, evals=(20, 40), kept=(20, 40), every=1, first_form=False):
                    "cpu_s": 0.4 * 20, "cpu_steps": 20})
   save_file({"w": np.full(3, kept[-1] if kept else 0, np.float32)}, str(res / "result_bert_0.final.safetensors"))
   (res / "result_bert_0.train.json").write_text(json.dumps({
-    **({"schema": FIRST_SCHEMA, "hparams": HP} if first_form else {"schema": SCHEMA, "settings": HP}), "machine": HERE,
+    **({"schema": FIRST_RECORD_SCHEMA, "hparams": HP} if first_form else {"schema": RECORD_SCHEMA, "settings": HP}), "machine": HERE,
     "final_weights": {"path": "result_bert_0.final.safetensors"},
     "kept_states": {"path": "result_bert_0.states", "every": every, "states": states}}))
   return tmp_path / "base", res / "result_bert_0.log"

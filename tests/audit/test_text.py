@@ -17,7 +17,7 @@ from mlperf_bert.audit.rows import Audit
 from mlperf_bert.audit.text import check_text
 from mlperf_bert.data.evalset import build_evalset
 from mlperf_bert.data.shards import Shard
-from mlperf_bert.train.record import SCHEMA
+from mlperf_bert.train.record import RECORD_SCHEMA
 
 DEMO = Path(__file__).resolve().parents[2] / "resources" / "demo"
 TOPICS = ["part-00000-of-00002", "part-00001-of-00002"]
@@ -171,7 +171,7 @@ def _record_pointing_at(base: Path, crafted: Path) -> Path:
   (d / "result_bert_0.final.safetensors").write_bytes(b"weights")
   entry = lambda p: {"path": str(Path("../..") / p.relative_to(base)), "bytes": p.stat().st_size,
                      "sha256": hashes(p)["sha256"]}
-  rec = {"schema": SCHEMA, "settings": {}, "log": entry(log), "eval_set": entry(crafted),
+  rec = {"schema": RECORD_SCHEMA, "settings": {}, "log": entry(log), "eval_set": entry(crafted),
          "shards": [entry(p) for p in sorted((base / "shards").glob("*.shard"))] + [entry(base / "eval/eval.shard")],
          "final_weights": {"path": "result_bert_0.final.safetensors", "bytes": 7,
                            "sha256": hashes(d / "result_bert_0.final.safetensors")["sha256"]},

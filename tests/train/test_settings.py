@@ -8,12 +8,12 @@ import yaml
 
 from mlperf_bert.constants import platform_path
 from mlperf_bert.errors import UserError
-from mlperf_bert.train.hparams import (KNOWN, NOT_FINGERPRINTED, SCHEMA, fingerprinted, load_platform, resolve,
+from mlperf_bert.train.hparams import (KNOWN, NOT_FINGERPRINTED, PLATFORM_SCHEMA, fingerprinted, load_platform, resolve,
                                        rule_params)
 from mlperf_bert.train.settings import DERIVED, KEY_FIELDS, JSON_FORMAT, Settings, read_json, to_json
 
 REPO = Path(__file__).resolve().parents[2]
-PROPS = yaml.safe_load(SCHEMA.read_text())["properties"]
+PROPS = yaml.safe_load(PLATFORM_SCHEMA.read_text())["properties"]
 
 
 def test_every_schema_key_has_one_field_and_defaults_are_the_schema_s():

@@ -52,3 +52,29 @@ def test_stale_inventory_is_named(tmp_path):
   r = _run("--doc", str(doc))
   assert r.returncode == 1
   assert f"{doc}'s module inventory differs from the code: run python tools/import_graph.py --write-doc {doc}" in r.stderr
+
+
+def _defined_twice(pkg: Path) -> dict[str, list[str]]:
+  """Top-level names (functions, classes, constants) that more than one module of `pkg` defines."""
+  import ast, collections
+  seen = collections.defaultdict(list)
+  for p in sorted(pkg.rglob("*.py")):
+    for n in ast.parse(p.read_text()).body:
+      if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)): names = [n.name]
+      elif isinstance(n, ast.Assign): names = [t.id for t in n.targets if isinstance(t, ast.Name)]
+      elif isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name): names = [n.target.id]
+      else: names = []
+      for name in names:
+        if not name.startswith("__"): seen[name].append(str(p.relative_to(pkg.parent)))
+  return {k: v for k, v in seen.items() if len(v) > 1}
+
+
+def test_no_top_level_name_is_defined_twice(tmp_path):
+  """One name, one meaning: no function, class or constant of the package is defined in two modules (a constant is
+  imported from the one that defines it)."""
+  assert _defined_twice(REPO / "mlperf_bert") == {}
+  pkg = tmp_path / "mlperf_bert"
+  (pkg / "audit").mkdir(parents=True)
+  (pkg / "audit" / "chain.py").write_text('CHECK = "chain"\ndef read_json(p): pass\n')
+  (pkg / "audit" / "text.py").write_text('CHECK = "chain"\nclass Other: pass\n')
+  assert _defined_twice(pkg) == {"CHECK": ["mlperf_bert/audit/chain.py", "mlperf_bert/audit/text.py"]}

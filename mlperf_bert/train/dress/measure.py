@@ -29,12 +29,12 @@ from tinygrad.helpers import GlobalCounters
 from tinygrad.engine.realize import estimate_uop, get_call_kernels
 from tinygrad.uop.ops import Ops, sym_infer
 
+from mlperf_bert.constants import TINYGRAD_PINNED
 from mlperf_bert.errors import UserError
 from mlperf_bert.train.model import BertConfig
 from mlperf_bert.train.settings import Settings
 from mlperf_bert.train.trainer import ModelTrainer, devices_for, fake_batch
 
-TINYGRAD = "0.14.0"
 
 
 class _PeakBytes(collections.defaultdict):
@@ -140,9 +140,9 @@ def measure(s: Settings, cfg: BertConfig, seq: int, pred: int, log=print) -> dic
 
 
 def _measure(s: Settings, cfg: BertConfig, seq: int, pred: int, log=print) -> dict[str, Any]:
-  if (have := version("tinygrad")) != TINYGRAD:
-    raise UserError(f"the dress reads tinygrad {TINYGRAD}'s JIT internals, found tinygrad {have}; install "
-                    f"tinygrad=={TINYGRAD}")
+  if (have := version("tinygrad")) != TINYGRAD_PINNED:
+    raise UserError(f"the dress reads tinygrad {TINYGRAD_PINNED}'s JIT internals, found tinygrad {have}; install "
+                    f"tinygrad=={TINYGRAD_PINNED}")
   devices = devices_for(s.tinygrad.dev, s.gpus)
   mem = _watch_memory()
   gc.collect()
