@@ -42,12 +42,17 @@ def parse_dry_run(text: str) -> list[dict]:
   return [j for j in jobs if j["output"]]
 
 
+DRY_RUN_TRIGGERS = ("mtime", "params", "input", "software-env")  # Snakemake's, but `code` (snakemake_dry_run)
+
+
 def snakemake_dry_run(workflow_dir: Path, workdir: Path, configfiles: list[str], overrides: dict[str, str],
                       targets: list[str] | None = None, timeout: int = 1800) -> tuple[int, list[dict], str]:
-  """`snakemake -n` on the run's workflow, working directory and config; returns (rc, jobs, output)."""
-  # targets first: --configfile and --config take several values and would swallow them
+  """`snakemake -n` on the run's workflow, working directory and config; returns (rc, jobs, output). Every rerun
+  trigger but `code`: that one compares the auditor's checkout's script mtimes (a fresh clone's are the clone's time)
+  with the tree's outputs, which says nothing about the tree; the code a run used is its provenance's git commit."""
+  # targets first: --configfile and --config take several values and would swallow them; -n ends the triggers' list
   cmd = [sys.executable, "-m", "snakemake", *(targets or []), "-s", str(workflow_dir / "Snakefile"), "-d", str(workdir),
-         "-n", "--nolock"]
+         "--rerun-triggers", *DRY_RUN_TRIGGERS, "-n", "--nolock"]
   if configfiles: cmd += ["--configfile", *map(str, configfiles)]
   if overrides: cmd += ["--config", *(f"{k}={v}" for k, v in overrides.items())]
   try:
