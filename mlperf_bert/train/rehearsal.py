@@ -80,14 +80,14 @@ def changed_settings(platform: dict[str, Any], run: Settings, eval_examples: int
 
 def rehearsal_notes(platform: dict[str, Any], run: Settings) -> list[str]:
   """What the rehearsal changed, in the settings the run really has (`run`: resolved with the `train:` overrides):
-  a summary, then every setting not the platform's (changed_settings). The notes are a param of the train rule: their
-  text stays as trees built before 2026-12-03 recorded it ("the profile's": the platform's), so those do not retrain."""
+  a summary, then every setting not the platform's (changed_settings). The notes are a param of the train rule: a
+  change of their text retrains a rehearsal tree (minutes on a CPU)."""
   o, ev = run.optimizer, run.eval
   name = platform.get("SUBMISSION_PLATFORM", "the platform")
-  size = (f"{run.model.layers} layer(s), hidden {run.model.hidden_size}" if run.model.layers else "the checkpoint's size")
+  size = (f"{run.model.layers} layer(s), hidden {run.model.hidden_size}" if run.model.layers else "the initial weights' size")
   return [f"rehearsal of {name} on the CPU: DEV {platform.get('DEV')} -> {run.tinygrad.dev}, BEAM {platform.get('BEAM')} "
           f"-> {run.tinygrad.beam}, model {size}, {o.train_steps} steps with an eval every {ev.step_freq}, BS "
           f"{run.batch_size // max(1, run.gpus)} per device, eval batch {ev.batch_size} ({ev.samples} samples), target "
           f"{ev.target:g}, division {run.submission.division}; the log's `rehearsal` line says it is not a submission; "
-          f"every setting not the profile's: {', '.join(changed_settings(platform, run))}; every other setting is the "
-          f"profile's"]
+          f"every setting not the platform's: {', '.join(changed_settings(platform, run))}; every other setting is the "
+          f"platform's"]

@@ -1,7 +1,7 @@
 """The audit's bounds and notes, the cheap parts: the re-execution's budget (seconds or a coverage) and its processes
 (stopped with their process group at the deadline), its own kernel search settings (BEAM 0 whatever the record says),
 sizes compared before any hash (a 12 GB sparse file is one row at once), symlinks out of a tree named, and a
-rehearsal's settings that are not its profile's named. (The bound on a real tree whose record says BEAM 8:
+rehearsal's settings that are not its platform's named. (The bound on a real tree whose record says BEAM 8:
 tests/workflow/test_end_to_end.py, its last section.)"""
 import json, os, sys, time
 from pathlib import Path
@@ -111,7 +111,7 @@ def test_symlinks_out_of_a_tree_are_named(tmp_path):
   assert a.rows == []
 
 
-def test_a_rehearsals_row_names_every_setting_not_its_profiles(tmp_path):
+def test_a_rehearsals_row_names_every_setting_not_its_platforms(tmp_path):
   """The audit of a rehearsal's tree: from its train record, every setting the run had that is not
   platforms/<platform>/platform.yaml's, the rehearsal's (LR, warmup) and the `train:` overrides' (beta) included."""
   from mlperf_bert.audit.rehearsal import rehearsal_settings_rows

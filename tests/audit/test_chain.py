@@ -24,7 +24,7 @@ LOG = (':::MLLOG {"namespace": "", "time_ms": 1, "event_type": "POINT_IN_TIME", 
 
 
 def _settings(seed: int):
-  """The resolved settings of the cpu profile for `seed` (what the train process records)."""
+  """The resolved settings of the cpu platform for `seed` (what the train process records)."""
   from mlperf_bert.train.hparams import load_platform, resolve
   return resolve(load_platform(platform_path(DEMO.parents[1], "cpu")), seed=seed)
 

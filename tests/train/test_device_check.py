@@ -16,7 +16,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 CHECKOUT = os.environ.get("MLPERF_BERT_TINYGRAD_CHECKOUT", "")
 STEPS = 3
-# the CPU smoke run: the dev_1gpu profile (HALF) on the CPU with a 1-layer model of tinygrad's BERT_SIZE tiny dims,
+# the CPU smoke run: the dev_1gpu platform (HALF) on the CPU with a 1-layer model of tinygrad's BERT_SIZE tiny dims,
 # BEAM 0, an INIT phase of one step; CACHE_CLEAR off: the INIT phase must not empty the kernel cache other processes
 # here share. About 4 min of CPU (13 min of wall time on 2 busy cores, docs/benchmarks.md)
 TINY = ["DEV=CPU", "BEAM=0", "BS=2", "EVAL_BS=2", "BERT_LAYERS=1", "BERT_HIDDEN_SIZE=128", "BERT_NUM_HEADS=2",

@@ -31,7 +31,7 @@ PERSISTENT_TOL = 1e-3
 def _dress(tmp: Path, name: str, *args: str) -> tuple[subprocess.CompletedProcess, dict | None]:
   out = tmp / f"{name}.json"
   # a tinygrad setting another test module left in this worker's environment (test_train.py sets USE_ATOMICS=1 for
-  # the CPU) would reach the dress and change its kernels: the dress gets the profile's settings alone
+  # the CPU) would reach the dress and change its kernels: the dress gets the platform's settings alone
   env = {k: v for k, v in os.environ.items() if k not in ("USE_ATOMICS", "DEBUG", "BEAM", "NOOPT")}
   env["PYTHONPATH"] = str(REPO)
   p = subprocess.run([sys.executable, "-m", "mlperf_bert", "dress", *args, "--json", str(out)], cwd=REPO, env=env,
@@ -118,11 +118,11 @@ def test_a_batch_that_cannot_fit_is_refused_with_the_largest_that_does(tmp_path)
 @pytest.mark.full  # two more dresses beside the green fixture's
 @pytest.mark.slow
 def test_the_demo_step_on_null_counts_what_it_counts_on_the_cpu(tmp_path):
-  """The cpu profile's 1-layer model at seq 512 on NULL (sm_89) and on the CPU: the same schedule, so the same
+  """The cpu platform's 1-layer model at seq 512 on NULL (sm_89) and on the CPU: the same schedule, so the same
   persistent bytes, FLOPs within FLOP_TOL and kernel counts within KERNEL_TOL. What differs is the renderer's
   optimizer: CUDA splits a long reduction over local memory (GROUP), the CPU over its cores, and each split adds a
   combining stage (and sometimes a kernel): train 60.79 GFLOP on NULL:CUDA:sm_89 against 62.35 on the CPU (2.5 %,
-  2026-12-01). USE_ATOMICS off on both: the profile's C11 atomics (its CPU word-embedding backward) do not compile
+  2026-12-01). USE_ATOMICS off on both: the platform's C11 atomics (its CPU word-embedding backward) do not compile
   with nvrtc."""
   args = ("--platform", "cpu", "--layers", "1", "--set", "BS=2", "EVAL_BS=8", "USE_ATOMICS=0")  # the CPU runs it
   p, null = _dress(tmp_path, "null", *args, "DRESS_TARGET=CUDA:sm_89")
@@ -144,7 +144,7 @@ def test_the_demo_step_on_null_counts_what_it_counts_on_the_cpu(tmp_path):
   (["--platform", "tinybox_green", "--set", "DRESS_TARGET=METAL:apple7"], "not a target the dress can compile for"),
   (["--platform", "tinybox_green", "--set", "DRESS_TARGET=CUDA:gfx1100"], "not a target the dress can compile for"),
   (["--platform", "tinybox_green", "--layers", "0"], "--layers 0: expected a number of layers of at least 1"),
-  (["--platform", "no_such_profile"], "no platforms/no_such_profile/platform.yaml"),
+  (["--platform", "no_such_platform"], "no platforms/no_such_platform/platform.yaml"),
 ])
 def test_bad_input_is_one_line_and_writes_nothing(args, says, tmp_path, capsys):
   out = tmp_path / "out.json"
@@ -173,7 +173,7 @@ def test_the_wheel_nvrtc_is_found_without_nvrtc_path():
 
 @pytest.mark.parametrize("name, target", [("tinybox_green", "CUDA:sm_89"), ("tinybox_red", "AMDLLVM:gfx1100"),
                                           ("tinybox_8xMI300X", "AMDLLVM:gfx942"), ("dev_1gpu", "CUDA:sm_90")])
-def test_every_gpu_profile_names_its_target_and_card(name, target):
+def test_every_gpu_platform_names_its_target_and_card(name, target):
   hp = load_platform(platform_path(REPO, name))
   assert hp["DRESS_TARGET"] == target and target in CARDS
   ren, arch = dress.parse_target(target, name)

@@ -1,6 +1,6 @@
 """train/mllog.py + train/run.py: the result log of a short tiny-model run against mlperf-logging's compliance checker.
 
-One closed-division run (a tinybox profile's hyperparameters on a tiny model on CPU): the closed checker fails
+One closed-division run (a tinybox platform's hyperparameters on a tiny model on CPU): the closed checker fails
 only on the accuracy target (closed_bert.yaml: eval_accuracy >= 0.720), shown by raising the logged accuracy
 above it; the same log as open division passes. The key set covers tinycorp's v4.1 result log.
 """

@@ -125,7 +125,7 @@ def test_no_checkpoint_reports_and_skips(setup, tmp_path):
 
 
 def test_data_parallel_on_two_cpu_devices_counts_the_same(setup, tmp_path):
-  """GPUS=2 (the tinybox profiles' layout: the batch sharded over the devices, the weights replicated)."""
+  """GPUS=2 (the tinybox platforms' layout: the batch sharded over the devices, the weights replicated)."""
   ref = Reference(accuracy=0.5, band=0.5, rows=ROWS, max_seq_length=SEQ, max_predictions_per_seq=PRED)
   res = _run(setup, tmp_path, ref, GPUS=2)
   assert (res.correct, res.total) == (setup["correct"], setup["total"]) and res.checked

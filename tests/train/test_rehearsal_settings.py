@@ -1,4 +1,4 @@
-"""rehearse=true's settings (mlperf_bert/train/rehearsal.py): every key of the profile is kept but those a CPU cannot
+"""rehearse=true's settings (mlperf_bert/train/rehearsal.py): every key of the platform is kept but those a CPU cannot
 run in minutes, the GPUS become CPU devices (at most one per core), and the workflow plans the rehearsal under
 results/<platform>-rehearsal/ without the MLPerf checkpoint, even on the real-data config."""
 import os, re
@@ -21,17 +21,17 @@ GPU_PROFILES = ["tinybox_green", "tinybox_red", "tinybox_8xMI300X", "dev_1gpu"]
 CHANGED = set(REHEARSAL) | {"GPUS", "BS", "EVAL_BS", "EVAL_SAMPLES"}
 
 
-@pytest.mark.parametrize("profile", GPU_PROFILES)
+@pytest.mark.parametrize("platform", GPU_PROFILES)
 @pytest.mark.parametrize("cpus", [2, 16])
-def test_rehearsal_keeps_the_profile_but_device_size_and_length(profile, cpus):
-  plat = load_platform(platform_path(REPO, profile))
+def test_rehearsal_keeps_the_platform_but_device_size_and_length(platform, cpus):
+  plat = load_platform(platform_path(REPO, platform))
   got, notes = rehearsal_settings(plat, cpus=cpus)
   for k, v in plat.items():                        # FREE_INTERMEDIATE, DEFAULT_FLOAT, INIT_PROCESS, PARALLEL, ...
     if k not in CHANGED: assert got[k] == v, k
   gpus = min(plat.get("GPUS", 1), cpus)
   assert got["DEV"] == "CPU" and got["GPUS"] == gpus and got["BEAM"] == 0 and got["SUBMISSION_DIVISION"] == "open"
   assert got["BS"] == PER_DEVICE_BATCH * gpus
-  # the profile's eval batch (at most MAX_EVAL_PER_DEVICE a device), one batch an eval
+  # the platform's eval batch (at most MAX_EVAL_PER_DEVICE a device), one batch an eval
   assert got["EVAL_BS"] == got["EVAL_SAMPLES"] == min(plat["EVAL_BS"], MAX_EVAL_PER_DEVICE * gpus) // gpus * gpus
   hp = resolve(got, seed=0, eval_examples=10000)
   assert hp.optimizer.train_steps // hp.eval.step_freq >= 3   # at least three evals
@@ -61,8 +61,8 @@ def test_red_rehearses_exactly_as_green():
   inert = {"SUBMISSION_PLATFORM", "BEAM_UOPS_MAX", "HCQDEV_WAIT_TIMEOUT_MS", "DRESS_TARGET"}  # the dress's GPU
   assert {k: v for k, v in red.items() if k not in inert} == {k: v for k, v in green.items() if k not in inert}
 
-def _rehearsal_run(profile="tinybox_green", **over):
-  plat = load_platform(platform_path(REPO, profile))
+def _rehearsal_run(platform="tinybox_green", **over):
+  plat = load_platform(platform_path(REPO, platform))
   settings, gpu_notes = rehearsal_settings(plat, cpus=2)
   run = resolve(settings, over, seed=0, eval_examples=10000)
   return plat, run, rehearsal_notes(plat, run) + gpu_notes
@@ -120,13 +120,12 @@ def test_the_rehearsal_log_says_so_and_passes_the_compliance_checker(tmp_path):
   assert lg.value(REHEARSAL_KEY) and lg.division == "open"
 
 
-def test_notes_name_every_setting_not_the_profiles():
+def test_notes_name_every_setting_not_the_platforms():
   """The rehearsal's own changes (learning rate, warmup) and the `train:` overrides (beta) are named, each with the
-  profile's value and the run's: every setting not the profile's, derived ones included. The notes are a train param:
-  their wording ("the profile's", meaning the platform's) is kept, so trees built before platforms/ do not retrain."""
+  platform's value and the run's: every setting not the platform's, derived ones included."""
   _, _, notes = _rehearsal_run(OPT_LAMB_BETA_1=0.8, OPT_LAMB_BETA_2=0.99)
-  said = notes[0].split("every setting not the profile's: ", 1)[1]
+  said = notes[0].split("every setting not the platform's: ", 1)[1]
   for change in ("OPT_BASE_LEARNING_RATE 0.000169443 -> 0.01", "NUM_WARMUP_STEPS 1 -> 2", "OPT_LAMB_BETA_1 0.9 -> 0.8",
                  "OPT_LAMB_BETA_2 0.999 -> 0.99", "BEAM 8 -> 0", "BS 90 -> 8", "GLOBAL_BATCH_SIZE 90 -> 8"):
     assert change in said, (change, said)
-  assert "FREE_INTERMEDIATE" not in said and said.endswith("; every other setting is the profile's")
+  assert "FREE_INTERMEDIATE" not in said and said.endswith("; every other setting is the platform's")

@@ -243,7 +243,7 @@ def test_snakemake_train_rule_resumes_after_kill(tmp_path):
   # the result log, not `all`: the provenance, report and audit jobs after it are the end-to-end test's
   cmd = [str(snakemake), "--cores", "2", str(result), "--config", f"basedir={tmp_path}",
          "train={TRAIN_STEPS: 8, NUM_WARMUP_STEPS: 2, SAVE_CKPT_FREQ: 3, EVAL_STEP_FREQ: 4, EVAL_SAMPLES: 64, "
-         "TARGET: 0.9, INIT_BENCHMARK_STEPS: 0, CACHE_CLEAR: false, INIT_PROCESS: separate}"]  # the GPU profiles' two processes
+         "TARGET: 0.9, INIT_BENCHMARK_STEPS: 0, CACHE_CLEAR: false, INIT_PROCESS: separate}"]  # the GPU platforms' two processes
   ckpt = tmp_path / "train/cpu/seed_0/ckpt_00000006.safetensors"  # killed in step 7 or 8 (~2 s each)
   p = subprocess.Popen(cmd, cwd=repo, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
   try:

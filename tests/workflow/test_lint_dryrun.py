@@ -35,7 +35,7 @@ def _train_inputs(out: str) -> str:
 
 def test_preflight_true_on_the_demo_runs_before_train(tmp_path):
   """--config preflight=true: the check joins the demo's DAG as an input of train (without a checkpoint it only
-  reports that); preflight=false on a closed profile leaves it out."""
+  reports that); preflight=false on a closed platform leaves it out."""
   r = snakemake(tmp_path, "-n", "--config", f"basedir={tmp_path / 'base'}", "preflight=true")
   assert _jobs(r.stdout)["preflight"] == 1 and "preflight/cpu.json" in _train_inputs(r.stdout)
   r = snakemake(tmp_path, "--profile", str(REPO / "profiles" / "tinybox_green"), "-n", "--config",

@@ -1,15 +1,15 @@
-"""rehearse=true: each GPU profile's submission path on the CPU (two processes, HALF, data parallel on CPU devices,
+"""rehearse=true: each GPU platform's submission path on the CPU (two processes, HALF, data parallel on CPU devices,
 FREE_INTERMEDIATE, three evals, MLPerf logging), before the first GPU hour.
 
 tinybox_green is rehearsed by a real `snakemake all --config platform=tinybox_green rehearse=true` on the demo data,
 then audited as a user would. tinybox_8xMI300X and dev_1gpu, and tinybox_green in fp32, run the train rule's own
 function (phases.train_job: the INIT and RUN processes) with the settings the workflow resolves for them, on that
-run's demo shards: the rest of the DAG is the same for every profile. tinybox_red's rehearsal settings are green's
+run's demo shards: the rest of the DAG is the same for every platform. tinybox_red's rehearsal settings are green's
 but for keys a CPU at BEAM 0 does not read (tests/train/test_rehearsal_settings.py), so its run would repeat green's. Each run's losses must go on where
 they were after every eval (no step after an eval more than 1 % above the step before it: the broken
 FREE_INTERMEDIATE restarted from zero weights, 11.02, or diverged), end below where they started, and its log must
-pass mlperf-logging's compliance checker. HALF and fp32 of the same profile agree within HALF_FP32_BAND.
-The profiles clear tinygrad's kernel cache (CACHE_CLEAR): these runs get a cache file of their own (CACHEDB).
+pass mlperf-logging's compliance checker. HALF and fp32 of the same platform agree within HALF_FP32_BAND.
+The platforms clear tinygrad's kernel cache (CACHE_CLEAR): these runs get a cache file of their own (CACHEDB).
 """
 from __future__ import annotations
 import json, os, re, shutil, subprocess, sys
@@ -29,7 +29,7 @@ from mlperf_bert.train.rehearsal import rehearsal_settings
 
 pytestmark = pytest.mark.slow
 
-# the largest difference of a loss between the HALF and the fp32 rehearsal of one profile over its 12 steps: the
+# the largest difference of a loss between the HALF and the fp32 rehearsal of one platform over its 12 steps: the
 # losses are printed to 0.01, fp16 holds a loss of 11 to 0.008 and the casts follow tinygrad's (docs/parity.md row 5);
 # measured on tinybox_green on 2026-12-01: 0.01 at most (11.03 ... 10.89 against 11.03 ... 10.88)
 HALF_FP32_BAND = 0.05
@@ -77,9 +77,9 @@ def test_green_rehearsal_runs_the_dag_trains_through_evals_and_audits(green):
   log = base / "results/tinybox_green-rehearsal/result_bert_0.log"
   job_log = (base / "logs/train/tinybox_green-rehearsal/seed_0.log").read_text()
   assert "rehearsal: GPUS 6 -> " in job_log or "rehearsal: GPUS 6 as 6" in job_log
-  assert "INIT phase: process" in job_log and "RUN phase: process" in job_log    # two processes, as the profile
+  assert "INIT phase: process" in job_log and "RUN phase: process" in job_log    # two processes, as the platform
   check_trains(losses(job_log))
-  # the run-time knobs reach the job (a param Snakemake does not compare): the record names the profile's GPU target,
+  # the run-time knobs reach the job (a param Snakemake does not compare): the record names the platform's GPU target,
   # which the audit's roofline reads; the compared settings hold no knob
   rec = json.loads(log.with_name("result_bert_0.train.json").read_text())
   assert rec["machine"]["gpu_target"] == "CUDA:sm_89" and "DRESS_TARGET" not in rec["settings"], rec["machine"]
@@ -104,10 +104,10 @@ def test_green_rehearsal_runs_the_dag_trains_through_evals_and_audits(green):
                    r"times holds its floor", p.stdout), p.stdout
 
 
-def _rehearse_with_train_job(wd: Path, profile: str, tmp: Path, **over) -> list[float]:
-  """The train rule's function with the settings the workflow resolves for `profile` under rehearse=true."""
+def _rehearse_with_train_job(wd: Path, platform: str, tmp: Path, **over) -> list[float]:
+  """The train rule's function with the settings the workflow resolves for `platform` under rehearse=true."""
   base = wd / "base"
-  settings, _ = rehearsal_settings(load_platform(platform_path(REPO, profile)))
+  settings, _ = rehearsal_settings(load_platform(platform_path(REPO, platform)))
   hp = resolve(settings, over, seed=0, eval_examples=10000)
   out, log = tmp / "result_bert_0.log", tmp / "job.log"
   train_job(hp, RunInputs.of(shards=sorted((base / "shards").glob("*.shard")), eval_set=base / "eval/eval.shard",
@@ -119,9 +119,9 @@ def _rehearse_with_train_job(wd: Path, profile: str, tmp: Path, **over) -> list[
 
 
 @pytest.mark.full  # a second rehearsal: green's (the fixture) runs the rehearsal path once
-@pytest.mark.parametrize("profile", ["tinybox_8xMI300X", "dev_1gpu"])
-def test_other_profiles_rehearse(green, tmp_path, profile):
-  check_trains(_rehearse_with_train_job(green[0], profile, tmp_path))
+@pytest.mark.parametrize("platform", ["tinybox_8xMI300X", "dev_1gpu"])
+def test_other_platforms_rehearse(green, tmp_path, platform):
+  check_trains(_rehearse_with_train_job(green[0], platform, tmp_path))
 
 
 @pytest.mark.full  # a second rehearsal: green's (the fixture) runs the rehearsal path once

@@ -1,8 +1,8 @@
-"""The tinybox profiles against tinygrad's v5.1 BERT scripts, key for key (tests/fixtures/tinygrad-v5.1-scripts/).
+"""The tinybox platforms against tinygrad's v5.1 BERT scripts, key for key (tests/fixtures/tinygrad-v5.1-scripts/).
 
 The committed table lists every KEY=VALUE of the three platforms' run_and_time.sh / dev_run.sh / dev_beam.sh, what
-each key is here, and the values each resolved profile must have. Every script key must be accounted for, every
-run_and_time.sh value must be the profile's, and the table's script section must be what the scripts say (checked
+each key is here, and the values each resolved platform must have. Every script key must be accounted for, every
+run_and_time.sh value must be the platform's, and the table's script section must be what the scripts say (checked
 against tinygrad's source when the mirror is on this machine; CI has no mirror and checks the rest).
 """
 import shlex, subprocess
@@ -18,7 +18,7 @@ from conftest import FIXTURES
 REPO = Path(__file__).resolve().parents[2]
 TABLE = yaml.safe_load((FIXTURES / "tinygrad-v5.1-scripts/expected.yaml").read_text())
 MIRROR = Path("/work/.mirror/tinygrad+tinygrad/repo")
-PLATFORMS = list(TABLE["profiles"])
+PLATFORMS = list(TABLE["platforms"])
 
 
 def _resolved(name):
@@ -26,8 +26,8 @@ def _resolved(name):
 
 
 @pytest.mark.parametrize("name", PLATFORMS)
-def test_profile_has_the_v51_values(name):
-  want = dict(TABLE["profiles"][name])
+def test_platform_has_the_v51_values(name):
+  want = dict(TABLE["platforms"][name])
   absent = want.pop("absent", [])
   hp = _resolved(name)
   for k, v in want.items():
@@ -44,7 +44,7 @@ def test_every_script_key_is_accounted_for(name):
     for section, env in sections.items():
       for k, v in env.items():
         assert k in keys, f"{name}/{script} sets {k}: add it to the table's keys"
-        target = keys[k].get("profile")
+        target = keys[k].get("platform")
         if target is None or script != "run_and_time.sh": continue
         assert target in KNOWN
         want = keys[k].get("value_map", {}).get(v, v)
