@@ -1,9 +1,9 @@
 # 6. Train BERT with tinygrad on the shards and write the MLPerf result log, one per configured seed.
 # The platform (config key `platform`, set by each profile) names platforms/<platform>/platform.yaml: tinygrad
 # settings and hyperparameters; config key `train` overrides any of them. Every resolved setting but the run-time
-# knobs (DEBUG, DRESS_TARGET), and the tinygrad version, are compared params, so changing one reruns training. Shards and the eval set are ancient inputs:
-# rebuilding a topic byte-identically must not retrain (the audit compares contents by hash, and each shard's
-# hash against the one the train process recorded).
+# knobs (DEBUG, DRESS_TARGET), and the tinygrad version, are compared params, so changing one reruns training.
+# Shards and the eval set are ancient inputs: rebuilding a topic byte-identically must not retrain (the audit
+# compares contents by hash, and each shard's hash against the one the train process recorded).
 # Resume: the checkpoint directory {basedir}/train/{platform}/seed_{seed}/ is deliberately not an output, so a
 # killed or failed job keeps it and the same snakemake command continues from the newest checkpoint.
 rule train:
