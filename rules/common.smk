@@ -141,21 +141,21 @@ wildcard_constraints:
 TINYGRAD_VERSION = importlib.metadata.version("tinygrad")
 
 
+@functools.lru_cache(maxsize=None)
+def _seed_settings(seed):
+    # resolved once per seed: Snakemake evaluates a job's params several times while planning (train, report_runs)
+    return PLAN.settings(seed)
+
+
 def train_settings(seed):
     """Every resolved setting of the training run for a seed, flat (the rule's params: changing one retrains)."""
-    return dict(_train_settings(int(seed)))
-
-
-@functools.lru_cache(maxsize=None)
-def _train_settings(seed):
-    # resolved once per seed: Snakemake evaluates a job's params several times while planning (train, report_runs)
-    return rule_params(PLAN.settings(seed))
+    return rule_params(_seed_settings(int(seed)))
 
 
 def train_knobs(seed):
     """The run-time knobs of a seed's run (DEBUG, DRESS_TARGET): a train rule's `knobs` param, a function of its
     output so that Snakemake does not compare it (changing a knob does not retrain)."""
-    return run_time_knobs(PLAN.settings(int(seed)))
+    return run_time_knobs(_seed_settings(int(seed)))
 
 
 def initial_weights(wildcards=None):

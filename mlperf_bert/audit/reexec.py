@@ -119,18 +119,21 @@ def _recorded(rec: dict) -> tuple[list[list[float]], dict] | str:
   return ev["batches"], ev
 
 
-def train_search(settings: dict) -> int:
-  """The BEAM the run's train step was compiled with (TRAIN_BEAM, else BEAM): 0 when its kernels were not searched."""
+def _step_beam(settings: dict, key: str) -> int:
+  """The BEAM a step of the run was compiled with (its own `key`, else BEAM): 0 when its kernels were not searched."""
   hp = settings if isinstance(settings, dict) else {}
-  beam = hp.get("TRAIN_BEAM") if hp.get("TRAIN_BEAM") is not None else hp.get("BEAM")
+  beam = hp.get(key) if hp.get(key) is not None else hp.get("BEAM")
   return int(beam) if isinstance(beam, (int, float)) and not isinstance(beam, bool) else 0
+
+
+def train_search(settings: dict) -> int:
+  """The BEAM the run's train step was compiled with (TRAIN_BEAM, else BEAM)."""
+  return _step_beam(settings, "TRAIN_BEAM")
 
 
 def eval_search(settings: dict) -> int:
-  """The BEAM the run's eval step was compiled with (EVAL_BEAM, else BEAM): 0 when its kernels were not searched."""
-  hp = settings if isinstance(settings, dict) else {}
-  beam = hp.get("EVAL_BEAM") if hp.get("EVAL_BEAM") is not None else hp.get("BEAM")
-  return int(beam) if isinstance(beam, (int, float)) and not isinstance(beam, bool) else 0
+  """The BEAM the run's eval step was compiled with (EVAL_BEAM, else BEAM)."""
+  return _step_beam(settings, "EVAL_BEAM")
 
 
 def _weights(base: Path, rp: Path, rec: dict, hasher: Callable) -> Path | str:
