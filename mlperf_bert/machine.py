@@ -3,6 +3,7 @@ the SIMD flags that matter to the CPU kernels, and the cores the process may use
 
     m = this_machine()      # {"host": ..., "cpu": "AMD EPYC 7B13", "flags": "avx avx2 fma", "cores": 2}
     same_kind(m, recorded)  # the same CPU model and cores: a step costs the same CPU seconds on both
+    device_kind("cpu:1")    # "CPU": a DEV value's device kind, as tinygrad reads it
 """
 from __future__ import annotations
 import os, platform, re
@@ -38,6 +39,12 @@ def same_kind(a: dict | None, b: dict | None) -> bool:
   if not isinstance(a, dict) or not isinstance(b, dict): return False
   keys = ("cpu", "flags", "cores")
   return all(a.get(k) not in (None, "", "?") for k in ("cpu", "cores")) and all(a.get(k) == b.get(k) for k in keys)
+
+
+def device_kind(dev: object) -> str:
+  """The device kind a DEV value (or a device name) names, as tinygrad reads it: the part before the first ':',
+  upper-cased (tinygrad's Device.canonicalize): cpu, CPU:1 -> CPU; NV:0 -> NV; NULL:CUDA:sm_89 -> NULL; '' for none."""
+  return str(dev or "").split(":", 1)[0].strip().upper()
 
 
 def describe_machine(m: dict) -> str:

@@ -7,9 +7,12 @@ process group of its own and prints one JSON object a line; at its deadline the 
 a kernel search or a worker pool it started included):
 
     lines, tail, stopped = run_json_lines(cmd, env, deadline)   # deadline: a time.perf_counter() value, or None
+
+Files the audit reads whole (a kept training state: ~4 GB for BERT-large) are read within a deadline too:
+`sha256_within(path, deadline)` and `nonfinite_within(path, deadline)` give None when it passes first.
 """
 from __future__ import annotations
-import json, math, os, queue, random, secrets, signal, subprocess, tempfile, threading, time
+import hashlib, json, math, os, queue, random, secrets, signal, subprocess, tempfile, threading, time
 from dataclasses import dataclass
 
 from mlperf_bert.errors import UserError
@@ -99,3 +102,30 @@ def run_json_lines(cmd: list[str], env: dict, deadline: float | None) -> tuple[l
     err.seek(0)
     tail = err.read().decode(errors="replace").strip().splitlines()[-2:]
   return lines, " | ".join(tail), stopped
+
+
+def sha256_within(path: str | os.PathLike, deadline: float | None, chunk: int = 1 << 22) -> str | None:
+  """The sha256 of a file, or None when `deadline` (time.perf_counter()) passes before its end (OSError: unreadable)."""
+  h = hashlib.sha256()
+  with open(path, "rb") as f:
+    while block := f.read(chunk):
+      h.update(block)
+      if deadline is not None and time.perf_counter() > deadline: return None
+  return h.hexdigest()
+
+
+def nonfinite_within(path: str | os.PathLike, deadline: float | None) -> list[str] | None:
+  """The names of a safetensors file's float tensors that hold a NaN or an infinity ([] when none), or None when
+  `deadline` passes first. UserError when it is not readable as safetensors."""
+  import numpy as np
+  from safetensors import SafetensorError, safe_open
+  out = []
+  try:
+    with safe_open(str(path), framework="numpy") as f:
+      for k in f.keys():
+        if deadline is not None and time.perf_counter() > deadline: return None
+        t = f.get_tensor(k)
+        if np.issubdtype(t.dtype, np.floating) and not np.isfinite(t).all(): out.append(k)
+  except (SafetensorError, OSError, TypeError, ValueError) as e:
+    raise UserError(f"{path}: not readable as safetensors ({e})") from None
+  return out

@@ -23,7 +23,7 @@ RETRAIN_OR_RESTORE = f"{RETRAIN} (or restore the files the run read)"
 
 
 def _short_sha(h: str | None) -> str:
-  return f"{h[:12]}..." if h else "none"
+  return h if h and h.startswith("(not hashed") else f"{h[:12]}..." if h else "none"
 
 
 def _few(names: list[str]) -> str:

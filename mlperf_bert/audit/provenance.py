@@ -72,11 +72,15 @@ def git_state(repo_dir: str | os.PathLike) -> dict[str, Any]:
 
 
 def host_info() -> dict[str, Any]:
+  """The machine the record is written on: the audit compares a train record's machine (host, CPU model, flags,
+  cores) with it (audit/claims.py)."""
+  from mlperf_bert.machine import cpu_model_and_flags
   try: user = getpass.getuser()
   except Exception: user = None
+  cpu, flags = cpu_model_and_flags()
   return {"hostname": socket.gethostname(), "user": user, "platform": _platform.platform(),
           "machine": _platform.machine(), "processor": _platform.processor(), "cpu_count": os.cpu_count(),
-          "python_executable": sys.executable}
+          "cpu": cpu, "cpu_flags": flags, "python_executable": sys.executable}
 
 
 def _anchors(repo_dir=None, basedir=None, workdir=None) -> list[tuple[str, str]]:

@@ -44,6 +44,7 @@ from mlperf_bert.audit.bounded import Budget, catch_chance, draw_order, draw_see
 from mlperf_bert.audit.rebuild import EVAL_SET, NOT_REEXECUTABLE, rebuild_shard, reexecute_data
 from mlperf_bert.audit.rows import REEXECUTION, RETRAIN, Audit
 from mlperf_bert.errors import UserError
+from mlperf_bert.machine import device_kind
 
 __all__ = ["DEFAULT_BUDGET_S", "PARTS", "REL_EPS", "Budget", "batches_agree", "catch_chance", "draw_order", "draw_seed",
            "rebuild_shard", "reexecute", "reexecute_data", "reexecute_eval", "run_worker"]
@@ -150,12 +151,14 @@ def _weights(base: Path, rp: Path, rec: dict, hasher: Callable) -> Path | str:
 
 
 def _own_eval_set(base: Path, rp: Path, rec: dict, hasher: Callable) -> Path | str:
-  """The tree's eval/eval.shard when it is the eval set the record says the run read, else why not."""
+  """The tree's eval/eval.shard when it is the eval set the record says the run read, else why not (its size compared
+  before it is hashed)."""
+  from mlperf_bert.audit.provenance import size_differs
   ev, entry = base / EVAL_SET, rec.get("eval_set") or {}
   named = (rp.parent / str(entry.get("path"))).resolve()
   if named != ev.resolve():
     return f"the train record's eval set is {entry.get('path')}, not this tree's {EVAL_SET} (chain rows)"
-  if not ev.is_file() or hasher(ev)["sha256"] != entry.get("sha256"):
+  if not ev.is_file() or size_differs(ev, entry.get("bytes")) or hasher(ev)["sha256"] != entry.get("sha256"):
     return f"{EVAL_SET} is not the eval set the train process read (chain rows)"
   return ev
 
@@ -210,7 +213,7 @@ def reexecute_eval(audit: Audit, base: Path, log: Path, seed: int, budget: Budge
     audit.add("WARN", REEXECUTION, rel, f"not redone: none of the {n} batches of the last eval: the eval process was "
               f"stopped with its process group at the end of its share ({share}) before its first batch; give a "
               "larger --reexecute-budget"); return
-  same = (devs.get("device"), devs.get("devices")) == (ev.get("device"), ev.get("devices"))
+  same = (device_kind(devs.get("device")), devs.get("devices")) == (device_kind(ev.get("device")), ev.get("devices"))
   why_band = "; ".join(([] if same else [f"the run used {ev.get('devices')} {ev.get('device')}"]) + (
     [f"the run searched its eval kernels with BEAM {beam}, the re-execution uses BEAM 0"] if beam else []))
   exact = same and not beam

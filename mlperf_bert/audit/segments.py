@@ -43,11 +43,12 @@ from mlperf_bert.audit.reexec import NOT_REEXECUTABLE, catch_chance, draw_order,
   train_search
 from mlperf_bert.audit.rows import REEXECUTION, RETRAIN, Audit
 from mlperf_bert.errors import UserError
-from mlperf_bert.machine import same_kind, this_machine
+from mlperf_bert.machine import device_kind, same_kind, this_machine
 
-SEGMENT_BAND = 1e-3   # another device kind: |weights - kept| / |kept| (measured drift: docs/audit.md)
+SEGMENT_BAND = 1e-3   # another device kind: |x - kept| / |kept| of the weights and of each LAMB moment (measured: docs/audit.md)
 WARMUP_STEPS = 2      # a process's first steps compile and capture the jitted step: not timed
 TRUST = "steps and time taken on trust"
+FREQ_KEY = "EVIDENCE_STATE_FREQ"
 
 
 @dataclasses.dataclass
@@ -106,42 +107,77 @@ def final_is_last_state(weights: Path, state: Path) -> str:
   return ""
 
 
-def plan_log(audit: Audit, base: Path, log: Path, hasher: Callable) -> list[Segment]:
-  """The segments of one log's kept states, after the checks that need no re-execution (rows for what fails)."""
+def check_state_files(rel: str, base: Path, rp: Path, folder: Path, states: dict[int, dict],
+                      deadline: float | None) -> tuple[str, str] | None:
+  """Each kept state is the file the train process wrote: its size first (a file of another size is not read), then
+  its sha256 and every float tensor finite, within `deadline`. None, or the (status, reason) of the first that is not."""
+  from mlperf_bert.audit.bounded import nonfinite_within, sha256_within
+  from mlperf_bert.audit.provenance import size_differs
+  for n, (step, e) in enumerate(sorted(states.items())):
+    f = folder / str(e.get("file"))
+    name = f.relative_to(base).as_posix()
+    try:
+      if not f.is_file():
+        return "FAIL", f"the kept state of step {step} ({name}) is missing or not a regular file; {RETRAIN}"
+      if why := size_differs(f, e.get("bytes")):
+        return "FAIL", f"{name}: {why} (not hashed): not the state the train process wrote ({rp.name}); {RETRAIN}"
+      sha = sha256_within(f, deadline)
+      bad = nonfinite_within(f, deadline) if sha == e.get("sha256") else []
+    except (OSError, UserError) as err:
+      return "FAIL", f"{name}: not readable ({err}); {RETRAIN}"
+    if sha is None or bad is None:
+      return "WARN", (f"not checked: {n} of the {len(states)} kept states were read within the budget ({name}, "
+                      f"{f.stat().st_size} bytes, was not): their files, steps and time taken on trust; give a larger "
+                      "--reexecute-budget")
+    if sha != e.get("sha256"):
+      return "FAIL", f"{name}: sha256 is not the one the train process wrote ({rp.name}); {RETRAIN}"
+    if bad:
+      return "FAIL", (f"the kept state of step {step} ({name}) holds a NaN or an infinity ({', '.join(bad[:3])}"
+                      f"{f' and {len(bad) - 3} more' if len(bad) > 3 else ''}): no training state; {RETRAIN}")
+  return None
+
+
+def plan_log(audit: Audit, base: Path, log: Path, hasher: Callable, confirmed=None,
+             deadline: float | None = None) -> list[Segment]:
+  """The segments of one log's kept states, after the checks that need no re-execution (rows for what fails).
+  `confirmed` (audit/claims.py Confirmed): the state frequency the config gives and the cores of the run's machine
+  where the record's were refuted; `deadline`: the kept states are read within it."""
   from mlperf_bert.train.record import read_record, record_path
   rel, rp = str(log.relative_to(base)), record_path(log)
+  want_every = getattr(confirmed, "every", None)
   try: rec = read_record(rp)
   except UserError as e:
     audit.add("WARN", REEXECUTION, rel, f"{NOT_REEXECUTABLE}: {e}"); return []
   kept = rec.get("kept_states")
+  refuted = f" (the claims row FAILs it: the config gives {FREQ_KEY} {want_every})" if want_every else ""
   if not isinstance(kept, dict) or not isinstance(kept.get("states"), list):
-    audit.add("WARN", REEXECUTION, rel, f"{NOT_REEXECUTABLE}: the train record keeps no training states (a tree of an older "
-              f"version, or of tinygrad's own trainer): {TRUST}; {RETRAIN} to keep them"); return []
-  every = int(kept.get("every") or 0)
-  if every <= 0:
-    audit.add("WARN", REEXECUTION, rel, f"no training states kept (EVIDENCE_STATE_FREQ 0): {TRUST}"); return []
-  folder = rp.parent / str(kept.get("path"))
+    audit.add("WARN", REEXECUTION, rel, f"{NOT_REEXECUTABLE}: the train record keeps no "
+              f"training states (a tree of an older version, or of tinygrad's own trainer): {TRUST}{refuted}; "
+              f"{RETRAIN} to keep them"); return []
+  every = int(kept.get("every") or 0) if want_every is None else int(want_every)
+  if every <= 0 or int(kept.get("every") or 0) <= 0:
+    audit.add("WARN", REEXECUTION, rel, f"no training states kept ({FREQ_KEY} "
+              f"{kept.get('every')}): {TRUST}{refuted}"); return []
   try:
     states = {int(e["step"]): e for e in kept["states"]}
   except (KeyError, TypeError, ValueError):
     audit.add("FAIL", REEXECUTION, rel, f"{rp.name}: kept_states is not a list of states with steps; {RETRAIN}"); return []
-  if not folder.resolve().is_relative_to(base.resolve()) or \
-     any(Path(str(e.get("file"))).name != str(e.get("file")) for e in states.values()):
+  try:
+    folder = rp.parent / str(kept.get("path"))
+    inside = folder.resolve().is_relative_to(base.resolve())
+  except (OSError, RuntimeError) as e:  # a symlink loop
+    audit.add("FAIL", REEXECUTION, rel, f"{rp.name}: its kept states folder {kept.get('path')} cannot be resolved ({e}); "
+              f"not read; {RETRAIN}"); return []
+  if not inside or any(Path(str(e.get("file"))).name != str(e.get("file")) for e in states.values()):
     audit.add("FAIL", REEXECUTION, rel, f"{rp.name}: its kept states are named outside the tree ({kept.get('path')}); not "
               f"read; {RETRAIN}"); return []
-  for step, e in sorted(states.items()):
-    f = folder / str(e.get("file"))
-    if not f.is_file():
-      audit.add("FAIL", REEXECUTION, rel, f"the kept state of step {step} ({f.relative_to(base)}) is missing; {RETRAIN}")
-      return []
-    if hasher(f)["sha256"] != e.get("sha256"):
-      audit.add("FAIL", REEXECUTION, rel, f"{f.relative_to(base)}: sha256 is not the one the train process wrote "
-                f"({rp.name}); {RETRAIN}"); return []
+  if found := check_state_files(rel, base, rp, folder, states, deadline):
+    audit.add(found[0], REEXECUTION, rel, found[1]); return []
   run_start, evals = logged_times(log)
   want = kept_wanted(sorted(evals), every)
   if sorted(states) != want:
     audit.add("FAIL", REEXECUTION, rel, f"the log's evals at steps {sorted(evals)} keep the states of steps {want} "
-              f"(EVIDENCE_STATE_FREQ {every}), {rp.name} has {sorted(states)}: an eval or a state was dropped or "
+              f"({FREQ_KEY} {every}), {rp.name} has {sorted(states)}: an eval or a state was dropped or "
               f"added; {RETRAIN}"); return []
   if not want: return []
   weights = rp.parent / str((rec.get("final_weights") or {}).get("path"))
@@ -149,8 +185,10 @@ def plan_log(audit: Audit, base: Path, log: Path, hasher: Callable) -> list[Segm
   if why:
     audit.add("FAIL", REEXECUTION, rel, f"the final weights {weights.name} are not the kept state of step {want[-1]}, the "
               f"last eval's: {why}; {RETRAIN}"); return []
-  machine = rec.get("machine") if isinstance(rec.get("machine"), dict) else {}
-  hp = rec.get("settings") if isinstance(rec.get("settings"), dict) else {}
+  machine = dict(rec.get("machine")) if isinstance(rec.get("machine"), dict) else {}
+  if getattr(confirmed, "cores", None): machine["cores"] = confirmed.cores  # the record's were refuted (claims row)
+  hp = dict(rec.get("settings")) if isinstance(rec.get("settings"), dict) else {}
+  hp["DEV"] = device_kind(hp.get("DEV") or "CPU")  # as tinygrad reads it: cpu, CPU:1 -> CPU
   out, prev = [], 0
   for step in want:
     t0 = run_start if prev == 0 else evals[prev][1]
@@ -171,7 +209,7 @@ def redo_segment(seg: Segment, deadline: float | None) -> tuple[dict, list[dict]
   at `deadline`: (devices line, step lines, comparison or None, error, stopped)."""
   lines, tail, stopped = run_worker("reexecute-segment",
                                     {"record": str(seg.record.resolve()), "from": seg.start, "to": seg.end,
-                                     "device": str(seg.settings.get("DEV", "CPU")).split(":")[0],
+                                     "device": device_kind(seg.settings.get("DEV") or "CPU"),
                                      "devices": int(seg.settings.get("GPUS", 1))}, deadline)
   devs = next((l for l in lines if "device" in l), {})
   steps = [l for l in lines if "step" in l]
@@ -183,25 +221,44 @@ def redo_segment(seg: Segment, deadline: float | None) -> tuple[dict, list[dict]
 
 
 def judge(seg: Segment, devs: dict, cmp: dict) -> tuple[str, str]:
-  """(status, what was seen) of a re-executed segment's comparison."""
-  run_kind = str(seg.settings.get("DEV", "CPU")).split(":")[0]
+  """(status, what was seen) of a re-executed segment's comparison: every tensor of the state (train/segment.py
+  compare_states), bit-exact on the run's device kind, else the float groups within SEGMENT_BAND and the counts equal;
+  bit-exact on the CPU while the record names another device kind proves the record's device false."""
+  run_kind, here_kind = device_kind(seg.settings.get("DEV") or "CPU"), device_kind(devs.get("device"))
   beam = train_search(seg.settings)  # the re-execution runs tinygrad's default kernels (BEAM 0): other sums' order
-  exact = devs.get("device") == run_kind and not beam
-  moved = cmp["position"] != cmp["want_position"]
-  if moved:
+  exact = here_kind == run_kind and not beam
+  if cmp["position"] != cmp["want_position"]:
     return "FAIL", (f"the training stream after step {seg.end} is at sample {cmp['position']}, the kept state says "
                     f"{cmp['want_position']}")
   if cmp.get("n_missing"):
     return "FAIL", f"the kept state of step {seg.end} lacks {cmp['missing']}"
+  if cmp.get("n_nonfinite"):
+    return "FAIL", f"{cmp['n_nonfinite']} tensor(s) hold a NaN or an infinity ({', '.join(cmp['nonfinite'])})"
   if exact:
     if cmp["differ"] == 0: return "PASS", "bit-exact"
     w = cmp["worst"]
     return "FAIL", (f"{cmp['differ']} of {cmp['tensors']} tensors differ from the kept state of step {seg.end} (the "
                     f"most: {w['name']}, by {w.get('rel', float('inf')):.3g} of its largest value); the weights are "
                     f"{cmp['weights_rel_l2']:.3g} of their size apart")
-  d = cmp["weights_rel_l2"]
-  if d <= SEGMENT_BAND: return "PASS", f"the weights within {d:.2g} of the kept state's (band {SEGMENT_BAND:g})"
-  return "FAIL", (f"the weights are {d:.3g} of their size away from the kept state of step {seg.end}, more than the "
+  if cmp["differ"] == 0 and here_kind != run_kind:
+    return "FAIL", (f"bit-exact ({cmp['tensors']} of {cmp['tensors']} tensors) on {here_kind}, while the train record "
+                    f"says the run trained on {seg.settings.get('GPUS', 1)} {run_kind} device(s): another device kind's "
+                    f"kernels sum in another order and round otherwise, so these steps were trained on {here_kind}: "
+                    "the record's device is false")
+  if cmp.get("n_exact"):
+    return "FAIL", (f"{cmp['n_exact']} tensor(s) that every device computes alike differ from the kept state of step "
+                    f"{seg.end} ({', '.join(cmp['exact'])}: the schedule step, the RNG counters)")
+  groups = {"the weights": cmp["weights_rel_l2"], "the LAMB first moments": cmp.get("moments_rel_l2", {}).get("m", 0.0),
+            "the LAMB second moments": cmp.get("moments_rel_l2", {}).get("v", 0.0),
+            "the schedule's scalars": cmp.get("scalars_rel", 0.0)}
+  over = [(g, d) for g, d in groups.items() if not d <= SEGMENT_BAND]
+  if not over:
+    d = groups
+    return "PASS", (f"every tensor within the band: the weights {d['the weights']:.2g}, the LAMB moments "
+                    f"{d['the LAMB first moments']:.2g} and {d['the LAMB second moments']:.2g} of their size from the "
+                    f"kept state's (band {SEGMENT_BAND:g}), the schedule step and RNG counters equal")
+  g, d = over[0]
+  return "FAIL", (f"{g} are {d:.3g} of their size away from the kept state of step {seg.end}, more than the "
                   f"{SEGMENT_BAND:g} the rounding of another device kind or of unsearched kernels moves them")
 
 
@@ -213,12 +270,13 @@ def steady_cpu(steps: list[dict]) -> float | None:
 
 
 def reexecute_segments(audit: Audit, base: Path, logs: list[Path], hasher: Callable, *, seed: int, budget: Budget,
-                       end: float | None) -> None:
+                       end: float | None, confirmed: dict | None = None) -> None:
   """The segment and time rows of a workflow tree (see the module doc): the checks without re-execution on every
-  log, then its segments in an order drawn from `seed`: a share `budget.coverage` of them, or as many as fit in the
-  log's share of the time left until `end` (each process stopped with its group at the end of it)."""
+  log (its kept states read before `end`), then its segments in an order drawn from `seed`: a share `budget.coverage`
+  of them, or as many as fit in the log's share of the time left until `end` (each process stopped with its group at
+  the end of it). `confirmed`: each log's audit/claims.py Confirmed (what the record's claims may set)."""
   here = this_machine()
-  plans = {log: plan_log(audit, base, log, hasher) for log in logs}
+  plans = {log: plan_log(audit, base, log, hasher, (confirmed or {}).get(log), end) for log in logs}
   todo = [log for log in logs if plans[log]]
   for i, log in enumerate(todo):
     segs, st = plans[log], time.perf_counter()

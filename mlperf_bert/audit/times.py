@@ -13,17 +13,19 @@ eval_start of its last step):
     one host share its cores: every window [a segment's start, a segment's end] of their logged times must last at
     least the CPU seconds of the segments inside it over the cores.
 A window shorter than its floor FAILs (the log trains faster than its hardware can: it is not a run's); the rows say
-what was taken on trust where no floor applies or the recorded CPU seconds could not be checked.
+what was taken on trust where no floor applies or the recorded CPU seconds could not be checked. Each bound is a
+function of BOUNDS giving Observations (a floor, and a ceiling where the bound has one).
 """
 from __future__ import annotations
-import json
+import dataclasses, json
 from pathlib import Path
 from types import SimpleNamespace
 
 from mlperf_bert.audit.rows import RETRAIN, Audit
-from mlperf_bert.machine import describe_machine, same_kind
+from mlperf_bert.machine import describe_machine, device_kind, same_kind
 
 TIME = "time"
+FASTER = "the log trains faster than its hardware can"
 TIME_BAND = 1.25  # the least CPU seconds of a step re-executed here over the run's, at most (measured: docs/audit.md)
 
 
@@ -74,7 +76,7 @@ def cpu_floors(audit: Audit, segments: list, here: dict, fails: dict[str, str]) 
     if s.cpu_step: least[s.shape] = min(least.get(s.shape, s.cpu_step), s.cpu_step)
   out = {}
   for s in segments:
-    if str(s.settings.get("DEV", "")).split(":")[0] != "CPU": continue
+    if device_kind(s.settings.get("DEV")) != "CPU": continue
     here_step = least.get(s.shape) if same_kind(here, s.machine) else None
     need = s.steps * here_step / TIME_BAND if here_step else 0.0
     got = s.steps * s.cpu_recorded if s.cpu_recorded is not None else None
@@ -82,9 +84,57 @@ def cpu_floors(audit: Audit, segments: list, here: dict, fails: dict[str, str]) 
       fails.setdefault(s.rel, f"steps {s.start}-{s.end}: the train record says they took {got:.1f} CPU s "
                        f"({s.cpu_recorded:.3f} a step); re-executed on this machine, of the run's kind, a step takes "
                        f"at least {here_step:.3f} CPU s, so {s.steps} steps no less than {need:.1f} (over TIME_BAND "
-                       f"{TIME_BAND:g})")
+                       f"{TIME_BAND:g}): {FASTER}")
     if max(got or 0.0, need) > 0: out[id(s)] = max(got or 0.0, need)
   return out
+
+
+@dataclasses.dataclass
+class Observation:
+  """One window of logged time held to a bound: the logs it concerns, its logged seconds, the least its hardware
+  needs (`floor`), and the most a bound allows (`ceiling`: None for a floor alone), with what the bound is."""
+  rels: set[str]
+  have: float
+  floor: float
+  what: str
+  ceiling: float | None = None
+
+
+def roofline_bound(segments: list, cpu: dict[int, float]) -> list[Observation]:
+  """Each segment alone: its steps' matmul FLOPs at its GPU card's published peak (roofline_step_s)."""
+  out = []
+  for s in segments:
+    roof = roofline_step_s(s)
+    if roof is None or s.claimed is None: continue
+    have, floor = (s.claimed[1] - s.claimed[0]) / 1000, s.steps * roof[0]
+    out.append(Observation({s.rel}, have, floor, f"steps {s.start}-{s.end} logged in {have:.1f} s; at {roof[1]}'s "
+                           f"published peak ({s.settings.get('GPUS')} of them) those {s.steps} steps' matmuls alone "
+                           f"take {floor:.1f} s (the roofline)"))
+  return out
+
+
+def cpu_bound(segments: list, cpu: dict[int, float]) -> list[Observation]:
+  """The runs of one host on CPU devices: every window of their logged times holds the CPU seconds of the segments
+  inside it over the host's cores (`cpu`: cpu_floors')."""
+  hosts: dict[str, list] = {}
+  for s in segments:
+    if s.claimed and id(s) in cpu:
+      hosts.setdefault(f"{s.machine.get('host')}|{s.machine.get('cpu')}|{s.machine.get('cores')}", []).append(s)
+  out = []
+  for segs in hosts.values():  # the cores of one host, shared by the runs logged at the same time on it
+    cores = int(segs[0].machine.get("cores") or 1)
+    for a, b, floor, inside in windows([(s.claimed[0], s.claimed[1], cpu[id(s)] / cores, s) for s in segs]):
+      ss, have = [i[3] for i in inside], (b - a) / 1000
+      out.append(Observation({s.rel for s in ss}, have, floor,
+                             f"{_steps(ss)} logged in {have:.1f} s on {segs[0].machine.get('host')}: their steps take "
+                             f"{floor * cores:.1f} CPU s, which {cores} cores give in no less than {floor:.1f} s"))
+  return out
+
+
+# The bounds every segment's logged time is held to, each a function (segments, their CPU floors) -> observations.
+# A bound with a ceiling (a cost model's predicted band of a GPU step) is one more function here, its observations
+# giving `ceiling`: check_times judges floors and ceilings alike.
+BOUNDS = (roofline_bound, cpu_bound)
 
 
 def check_times(audit: Audit, base: Path, segments: list, here: dict) -> None:
@@ -93,34 +143,17 @@ def check_times(audit: Audit, base: Path, segments: list, here: dict) -> None:
   for s in segments: by_log.setdefault(s.rel, []).append(s)
   worst: dict[str, tuple[float, str]] = {}   # log -> (logged / floor, what) of the tightest window it is in
   fails: dict[str, str] = {}
-
-  def seen(rels, have: float, floor: float, what: str):
-    for rel in rels:
-      if have < floor: fails.setdefault(rel, what)
-      elif rel not in worst or have / floor < worst[rel][0]: worst[rel] = (have / floor, what)
-
-  for s in segments:  # the roofline, each segment alone
-    roof = roofline_step_s(s)
-    if roof is None or s.claimed is None: continue
-    have, floor = (s.claimed[1] - s.claimed[0]) / 1000, s.steps * roof[0]
-    seen([s.rel], have, floor, f"steps {s.start}-{s.end} logged in {have:.1f} s; at {roof[1]}'s published peak "
-         f"({s.settings.get('GPUS')} of them) those {s.steps} steps' matmuls alone take {floor:.1f} s (the roofline)")
   cpu = cpu_floors(audit, segments, here, fails)
-  hosts: dict[str, list] = {}
-  for s in segments:
-    if s.claimed and id(s) in cpu:
-      hosts.setdefault(f"{s.machine.get('host')}|{s.machine.get('cpu')}|{s.machine.get('cores')}", []).append(s)
-  for segs in hosts.values():  # the cores of one host, shared by the runs logged at the same time on it
-    cores = int(segs[0].machine.get("cores") or 1)
-    for a, b, floor, inside in windows([(s.claimed[0], s.claimed[1], cpu[id(s)] / cores, s) for s in segs]):
-      ss, have = [i[3] for i in inside], (b - a) / 1000
-      seen({s.rel for s in ss}, have, floor,
-           f"{_steps(ss)} logged in {have:.1f} s on {segs[0].machine.get('host')}: their steps take "
-           f"{floor * cores:.1f} CPU s, which {cores} cores give in no less than {floor:.1f} s")
+  for bound in BOUNDS:
+    for o in bound(segments, cpu):
+      for rel in o.rels:
+        if o.have < o.floor: fails.setdefault(rel, f"{o.what}: {FASTER}")
+        elif o.ceiling is not None and o.have > o.ceiling: fails.setdefault(rel, f"{o.what}: above its ceiling")
+        elif rel not in worst or o.have / o.floor < worst[rel][0]: worst[rel] = (o.have / o.floor, o.what)
   for rel, segs in by_log.items():
     if rel in fails:
-      audit.add("FAIL", TIME, rel, f"{fails[rel]}: the log trains faster than its hardware can; {RETRAIN}"); continue
-    m, cpu_run = segs[0].machine, str(segs[0].settings.get("DEV", "")).split(":")[0] == "CPU"
+      audit.add("FAIL", TIME, rel, f"{fails[rel]}; {RETRAIN}"); continue
+    m, cpu_run = segs[0].machine, device_kind(segs[0].settings.get("DEV")) == "CPU"
     checked = cpu_run and same_kind(here, m) and any(s.cpu_step for s in segments if s.shape == segs[0].shape)
     trust = "" if checked else (f"; the CPU seconds it recorded are taken on trust ({describe_machine(m)} is not of this "
                                 f"machine's kind, or none of its steps was re-executed here)" if cpu_run else

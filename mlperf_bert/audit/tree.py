@@ -1,7 +1,7 @@
 """The audit of a finished workflow tree (a basedir): Snakemake's dry run, every artifact re-hashed against the
 provenance records and the shard checksum list, and the log checks of log_checks.py on every result log."""
 from __future__ import annotations
-import os, re, subprocess, sys, time
+import json, os, re, subprocess, sys, time
 from pathlib import Path
 
 
@@ -12,11 +12,14 @@ from mlperf_bert.audit.log_checks import check_logs, check_ruleset
 from mlperf_bert.audit.path_kind import is_org_dir
 from mlperf_bert.audit.rows import Audit, Row, shorten
 from mlperf_bert.audit.org import audit_org
+from mlperf_bert.audit.claims import check_claims
 from mlperf_bert.audit.chain import check_chain, recorded_config, recorded_eval_examples, recorded_preprocessing
 from mlperf_bert.audit.logs import MLPerfLog, read_log
 from mlperf_bert.audit.rehearsal import rehearsal_config, rehearsal_settings_rows
+from mlperf_bert.audit.runs import check_provenance, provenance_path, run_config, runs_of
 from mlperf_bert.audit.text import check_text
 from mlperf_bert.audit.untrusted import links_out
+from mlperf_bert.machine import this_machine
 
 # ----------------------------------------------------------------------------------------------------------------
 # a finished workflow tree (basedir)
@@ -81,30 +84,53 @@ def current_config(workflow_dir: Path, configfiles: list[str], overrides: dict[s
   return typed_config(cfg)
 
 
-def diff_config(recorded, now, prefix: str = "") -> list[str]:
-  """Keys whose values differ, as 'key.sub: recorded X, now Y'."""
-  out = []
-  if isinstance(recorded, dict) and isinstance(now, dict):
-    for k in sorted(set(recorded) | set(now), key=str):
-      key = f"{prefix}.{k}" if prefix else str(k)
-      if k not in now: out.append(f"{key}: recorded {recorded[k]!r}, now absent")
-      elif k not in recorded: out.append(f"{key}: not recorded, now {now[k]!r}")
-      else: out += diff_config(recorded[k], now[k], key)
-  elif recorded != now:
-    out.append(f"{prefix}: recorded {recorded!r}, now {now!r}")
-  return out
-
-
 class _Hasher:
-  """md5+sha256 of each file once per audit (the checksum list and the provenance records share the work)."""
-  def __init__(self): self.cache: dict[tuple, dict] = {}
+  """md5+sha256 of each file once per audit (the checksum list and the provenance records share the work). A file
+  whose size a record states (`sizes`: recorded_sizes) is compared by size first and not hashed when it differs; a
+  file it cannot read is not hashed either: both get digests that match nothing, which say why."""
+  def __init__(self, sizes: dict[str, int] | None = None):
+    self.cache: dict[tuple, dict] = {}
+    self.sizes = sizes or {}
 
   def __call__(self, path) -> dict:
     from mlperf_bert.audit.provenance import hashes
-    st = Path(path).stat()
-    key = (str(Path(path).resolve()), st.st_size, st.st_mtime_ns)
-    if key not in self.cache: self.cache[key] = hashes(path)
-    return self.cache[key]
+    try:
+      st, where = Path(path).stat(), str(Path(path).resolve())
+      key = (where, st.st_size, st.st_mtime_ns)
+      if key not in self.cache:
+        want = self.sizes.get(where)
+        self.cache[key] = hashes(path) if want in (None, st.st_size) else \
+          not_hashed(st.st_size, f"{st.st_size} bytes, the record says {want}")
+      return self.cache[key]
+    except (OSError, RuntimeError) as e:  # unreadable, a symlink loop
+      return not_hashed(-1, f"not readable: {e}")
+
+
+def not_hashed(size: int, why: str) -> dict:
+  """The digests of a file that was not hashed: they match no recorded digest and say why."""
+  text = f"(not hashed: {why})"
+  return {"bytes": size, "md5": text, "sha256": text, "not_hashed": why}
+
+
+def recorded_sizes(base: Path, logs: list[Path], workflow_dir: Path) -> dict[str, int]:
+  """{resolved path: bytes} of every file a provenance record or train record beside a log states the size of."""
+  from mlperf_bert.audit.provenance import locate
+  from mlperf_bert.train.record import record_path
+  out: dict[str, int] = {}
+  for log in logs:
+    for f, inside in ((provenance_path(log), True), (record_path(log), False)):
+      try:
+        rec = json.loads(f.read_text())
+        entries = ([rec["log"]] + [e for es in (rec.get("inputs") or {}).values() for e in es]) if inside else \
+          [*(rec.get("shards") or []), *(rec.get(k) for k in ("eval_set", "init_weights", "bert_config",
+                                                                "final_weights", "log"))]
+        for e in entries:
+          if not isinstance(e, dict) or isinstance(e.get("bytes"), bool) or not isinstance(e.get("bytes"), int): continue
+          p = locate(e, base, workflow_dir) if inside else f.parent / str(e.get("path"))
+          out.setdefault(str(p.resolve()), e["bytes"])
+      except (OSError, RuntimeError, ValueError, KeyError, TypeError, AttributeError):
+        continue  # an unreadable or malformed record: its own rows say so
+  return out
 
 
 def _sums(path: Path) -> dict[str, str] | str:
@@ -143,7 +169,8 @@ def check_checksums(audit: Audit, base: Path, hasher: _Hasher) -> None:
     audit.add("FAIL", "checksums", f"shards/{name}", "listed in SHA256SUMS but missing"); bad += 1
   for f in files + evals:
     rel = str(f.relative_to(base))
-    actual = hasher(f)["sha256"]
+    h = hasher(f)
+    actual = h["sha256"]
     side = f.with_name(f.name + ".sha256")
     problems = []
     if f.parent == shards and shards.is_dir() and (shards / "SHA256SUMS").is_file() and listed is not None:
@@ -156,7 +183,8 @@ def check_checksums(audit: Audit, base: Path, hasher: _Hasher) -> None:
       if isinstance(r, str): problems.append(f"sidecar {side.name}: {r}")
       elif r.get(f.name) != actual: problems.append(f"sha256 differs from its sidecar {side.name}")
     if problems:
-      audit.add("FAIL", "checksums", rel, "; ".join(problems) + f" (sha256 now {actual[:12]}...)"); bad += 1
+      now = f" {h['md5']}" if h.get("not_hashed") else f" (sha256 now {actual[:12]}...)"
+      audit.add("FAIL", "checksums", rel, "; ".join(problems) + now); bad += 1
   if files or evals or bad:
     if not bad:
       audit.add("PASS", "checksums", "shards, eval", f"{len(files)} shard(s) and {len(evals)} eval set(s) match "
@@ -180,53 +208,6 @@ def check_eval_rows(audit: Audit, base: Path) -> None:
               f"eval_examples ({rows}) is more than the {rows - dup} instances of the eval text; lower eval_examples")
   else:
     audit.add("PASS", "eval set", str(path.relative_to(base)), f"{rows} distinct rows")
-
-
-def _provenance_path(log: Path) -> Path:
-  return log.with_name(log.name[:-len(".log")] + ".provenance.json")
-
-
-def check_provenance(audit: Audit, base: Path, log_path: Path, now_cfg: dict | None, repo_head: str | None,
-                     hasher: _Hasher, workflow_dir: Path | None = None, workdir: Path | None = None) -> None:
-  from mlperf_bert.audit.provenance import read_provenance, relocatable, verify_provenance
-  rel = str(log_path.relative_to(base))
-  pp = _provenance_path(log_path)
-  if not pp.is_file():
-    audit.add("FAIL", "provenance", rel, f"no {pp.name}: build it (rule provenance) so the log's inputs are on record")
-    return
-  try:
-    rec = read_provenance(pp)
-  except UserError as e:
-    audit.add("FAIL", "provenance", str(pp.relative_to(base)), str(e)); return
-  m = re.fullmatch(r"result_bert_(.+)\.log", log_path.name)
-  if m and str(rec.get("seed")) != m.group(1):
-    audit.add("FAIL", "provenance", rel, f"record is for seed {rec.get('seed')}, the log file is seed {m.group(1)}")
-  if rec.get("platform") != log_path.parent.name:
-    audit.add("FAIL", "provenance", rel, f"record is for platform {rec.get('platform')!r}, the log sits under "
-              f"{log_path.parent.name!r}")
-  results = verify_provenance(rec, base, hasher=hasher, repo_dir=workflow_dir)
-  fails = [(p, why) for s, p, why in results if s == "FAIL"]
-  for p, why in fails:
-    audit.add("FAIL", "provenance", p, why + f" (record {pp.name})")
-  if not fails:
-    audit.add("PASS", "provenance", rel, f"log and {len(results) - 1} input files match {pp.name} (md5, sha256)")
-  if now_cfg is not None:
-    # both sides relocatable: paths under the checkout, working directory or basedir compare by their place in it
-    recorded = dict(rec.get("config") or {})
-    now = relocatable(dict(now_cfg), repo_dir=workflow_dir, basedir=base, workdir=workdir)
-    # tinygrad_source is not recorded (a local path); the record's `trainer` names the verified commit instead
-    for k in ("basedir", "tinygrad_source"): recorded.pop(k, None); now.pop(k, None)
-    diffs = diff_config(recorded, now)
-    if diffs:
-      audit.add("FAIL", "config", rel, "the config differs from the one on record: " + shorten(diffs, 4))
-    else:
-      audit.add("PASS", "config", rel, "the current config equals the recorded one")
-  git = rec.get("git") or {}
-  if git.get("dirty"):
-    audit.add("WARN", "git", rel, f"the run's repository had {git.get('changed_count', '?')} uncommitted change(s) at "
-              f"{str(git.get('commit'))[:12]}")
-  elif repo_head and git.get("commit") and git["commit"] != repo_head:
-    audit.add("WARN", "git", rel, f"recorded at commit {git['commit'][:12]}, the workflow is now at {repo_head[:12]}")
 
 
 def config_overrides(config: list[str] | None) -> dict[str, str]:
@@ -262,8 +243,8 @@ def check_dry_run(base: Path, logs: list[Path], wf: Path, wd: Path, configfiles:
     return [Row("FAIL", "dry run", str(wf), "no Snakefile there; pass --workflow-dir (the run's workflow directory)")]
   # name the records as the workflow's outputs are named: under the config's basedir, relative or absolute
   cfg_base = overrides.get("basedir") or (now_cfg or {}).get("basedir") or str(base.resolve())
-  targets = ["all"] + [str(Path(cfg_base) / _provenance_path(l).relative_to(base)) for l in logs
-                       if _provenance_path(l).is_file()] \
+  targets = ["all"] + [str(Path(cfg_base) / provenance_path(l).relative_to(base)) for l in logs
+                       if provenance_path(l).is_file()] \
     if re.search(r"^rule all\b", (wf / "Snakefile").read_text(), re.M) else []
   rows = []
   rc, jobs, out = snakemake_dry_run(wf, wd, configfiles, overrides, targets)
@@ -315,6 +296,17 @@ def check_result_logs(audit: Audit, base: Path, logs: list[Path], ruleset: str) 
     audit.extend(check_seed_names(base, plat, plogs))
 
 
+def guarded(audit: Audit, check: str, subject: str, fn, *args, **kw):
+  """fn(*args, **kw), whose result it returns; a path it cannot follow or read (a symlink loop, a file it may not
+  open) is one FAIL row of `check` naming it, never a traceback (the check's other rows stop there)."""
+  try:
+    return fn(*args, **kw)
+  except (OSError, RuntimeError) as e:  # Python 3.11's Path.resolve: RuntimeError("Symlink loop from ...")
+    if isinstance(e, RuntimeError) and "symlink loop" not in str(e).lower(): raise
+    audit.add("FAIL", check, subject, f"stopped at a path it cannot follow or read ({e}); repair or remove it")
+    return None
+
+
 def audit_basedir(path: str | os.PathLike, *, ruleset: str = RULESET, strict: bool = False,
                   workflow_dir: str | os.PathLike | None = None, workdir: str | os.PathLike | None = None,
                   configfiles: list[str] | None = None, config: list[str] | None = None,
@@ -345,22 +337,34 @@ def audit_basedir(path: str | os.PathLike, *, ruleset: str = RULESET, strict: bo
   logs = sorted(base.glob("results/*/result_bert_*.log"))
   rehearsal_config(logs, overrides)  # a rehearsal's tree is rebuilt as a rehearsal (audit/rehearsal.py)
   now_cfg = config_now(base, wf, wd, configfiles, overrides, resolved_config)
+  mine, others = runs_of(logs, now_cfg)  # the configured run's logs, another run's (audit/runs.py)
   if dry_run:
-    audit.extend(check_dry_run(base, logs, wf, wd, configfiles, overrides, now_cfg))
+    audit.extend(check_dry_run(base, mine, wf, wd, configfiles, overrides, now_cfg))
+    for run in sorted({l.parent for l in others}):
+      audit.add("SKIP", "dry run", run.relative_to(base).as_posix(), f"another run than the config's: dry-run it "
+                f"with its config (--config platform={run.name.removesuffix('-rehearsal')}"
+                f"{' rehearse=true' if run.name.endswith('-rehearsal') else ''} and its other keys)")
   else:
     audit.add("SKIP", "dry run", str(wf), "skipped (--no-dry-run)")
-  hasher = _Hasher()
+  hasher = _Hasher(recorded_sizes(base, logs, wf))
   check_links(audit, base)
-  check_checksums(audit, base, hasher)
+  guarded(audit, "checksums", "shards, eval", check_checksums, audit, base, hasher)
   check_eval_rows(audit, base)
   head = git_state(wf).get("commit")
   if not logs:
     audit.add("FAIL", "result logs", str(base), "no results/<platform>/result_bert_<seed>.log")
+  runs = {log: run_config(now_cfg, log, log in others) for log in logs}
   for log in logs:
-    check_provenance(audit, base, log, now_cfg, head, hasher, workflow_dir=wf, workdir=wd)
+    guarded(audit, "provenance", str(log.relative_to(base)), check_provenance, audit, base, log, runs[log][0], head,
+            hasher, workflow_dir=wf, workdir=wd, note=runs[log][1])
   # md5 list -> text -> shard -> train record -> log: the download's md5s and what each producing process recorded
-  check_text(audit, base, hasher, now_cfg if now_cfg is not None else recorded_config(logs), wf)
-  check_chain(audit, base, logs, hasher, recorded_preprocessing(logs, now_cfg))
+  guarded(audit, "chain", "results4", check_text, audit, base, hasher,
+          now_cfg if now_cfg is not None else recorded_config(logs), wf)
+  guarded(audit, "chain", "shards, eval", check_chain, audit, base, logs, hasher, recorded_preprocessing(logs, now_cfg))
+  # what the train records claim, against the config, platform file, provenance and this machine (audit/claims.py)
+  here = {**this_machine(), "cpus": os.cpu_count()}
+  confirmed = {log: guarded(audit, "claims", str(log.relative_to(base)), check_claims, audit, base, log, runs[log][0],
+                            wf, here, runs[log][1]) for log in logs}
   if reexecute:
     from mlperf_bert.audit.reexec import DEFAULT_BUDGET_S, PARTS, draw_seed, reexecute as redo
     from mlperf_bert.audit.segments import reexecute_segments
@@ -370,15 +374,16 @@ def audit_basedir(path: str | os.PathLike, *, ruleset: str = RULESET, strict: bo
     t0, share = time.perf_counter(), None if budget.seconds is None else budget.seconds / len(parts)
     data = tuple(p for p in parts if p in ("shards", "evals"))
     if data:
-      redo(audit, base, logs, recorded_preprocessing(logs, now_cfg), hasher, seed=seed,
+      guarded(audit, "re-execution", str(base), redo, audit, base, logs, recorded_preprocessing(logs, now_cfg), hasher,
+              seed=seed,
            budget=budget if share is None else Budget(seconds=share * len(data)),
            eval_examples=recorded_eval_examples(logs, now_cfg), parts=data)
     if "segments" in parts:
-      reexecute_segments(audit, base, logs, hasher, seed=seed, budget=budget,
-                         end=None if share is None else t0 + budget.seconds)
+      guarded(audit, "re-execution", str(base), reexecute_segments, audit, base, logs, hasher, seed=seed,
+              budget=budget, end=None if share is None else t0 + budget.seconds, confirmed=confirmed)
   else:
     audit.add("SKIP", "re-execution", str(base), "skipped (--no-reexecute): nothing was redone")
-  check_result_logs(audit, base, logs, ruleset)
+  guarded(audit, "read", str(base), check_result_logs, audit, base, logs, ruleset)
   audit.extend(rehearsal_settings_rows(base, logs, wf))
   sub = base / "submission"
   if sub.is_dir():

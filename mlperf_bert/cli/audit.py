@@ -1,7 +1,7 @@
 """The audit wing's subcommands (audit, submission, compare) and the audit's internal workers
 (reexecute-eval, reexecute-segment)."""
 from __future__ import annotations
-import argparse, json
+import argparse, json, signal, sys
 from pathlib import Path
 
 from mlperf_bert.constants import RULESET
@@ -10,7 +10,29 @@ from mlperf_bert.errors import UserError
 
 # ---------------------------------------------------------------------------------------------------- audit
 
+class _Stopped(KeyboardInterrupt):
+  """SIGTERM, raised in the main thread as SIGINT raises KeyboardInterrupt."""
+
+
+def _raise_stopped(signum, _frame):
+  raise _Stopped(signal.Signals(signum).name)
+
+
 def _cmd_audit(a) -> int:
+  """The audit; SIGTERM and SIGINT stop it as an exception in its main thread, so that each worker it started is
+  stopped with its process group and its temporary folders are removed on the way out (audit/bounded.py
+  run_json_lines), and it says so in one line (exit 128 + the signal's number)."""
+  signal.signal(signal.SIGTERM, _raise_stopped)
+  try:
+    return _audit(a)
+  except KeyboardInterrupt as e:
+    name = str(e) if isinstance(e, _Stopped) else "SIGINT"
+    print(f"error: the audit was stopped ({name}): its workers were stopped with it and nothing was written; run it "
+          "again to audit", file=sys.stderr)
+    return 128 + signal.Signals[name].value
+
+
+def _audit(a) -> int:
   from mlperf_bert.audit.rows import format_audit_table
   from mlperf_bert.audit.logs import normalize_ruleset
   from mlperf_bert.audit.command import run_audit

@@ -81,15 +81,24 @@ def load_final_weights(trainer, path: str | os.PathLike) -> None:
 
 # ------------------------------------------------------------------------------------------------ the audit's side
 def open_devices(kind: str, n: int) -> tuple[str, ...]:
-  """`n` devices of `kind` when this machine has them, else one CPU device (the audit's fallback)."""
+  """`n` devices of `kind` when this machine has them, else `n` CPU devices (tinygrad makes CPU:0..n-1 on any
+  machine), else one CPU device: the audit's fallback, a GPU run re-executed on a CPU in the band. tinygrad's default
+  device becomes the kind opened: the run's DEV, exported before tinygrad's import, would otherwise hold every tensor
+  made without a device (`NV:0 does not exist` on a CPU-only auditor)."""
   from tinygrad import Device
+  from tinygrad.helpers import DEV
+  from mlperf_bert.machine import device_kind
   from mlperf_bert.train.trainer import devices_for
-  try:
-    devs = devices_for(kind, n)
-    for d in devs: Device[d]
+  for k, count in ((kind, n), ("CPU", n), ("CPU", 1)):
+    try:
+      devs = devices_for(k, count)
+      for d in devs: Device[d]
+    except Exception:  # noqa: BLE001 - any failure to open them: the next choice
+      continue
+    if device_kind(DEV.device) != device_kind(devs[0]):
+      DEV.value = os.environ["DEV"] = device_kind(devs[0])  # the environment too: for any process tinygrad starts
     return devs
-  except Exception:  # noqa: BLE001 - any failure to open the recorded devices: evaluate on the CPU
-    return devices_for("CPU", 1)
+  raise UserError("tinygrad opens no CPU device on this machine; check the tinygrad install (clang)")
 
 
 def near_ties(logits: np.ndarray, batch: dict[str, np.ndarray], row_mask: np.ndarray, rel_eps: float
@@ -155,11 +164,12 @@ def eval_worker(req: dict[str, Any], emit: Callable[[dict], None]) -> int:
   it is evaluated ({"index", "batch": [correct, total, accuracy], "near": near_ties or None}); a UserError, KeyError,
   TypeError or ValueError is the CLI's {"error"} line and exit 1. Near ties are counted (with rel_eps) where the counts
   may differ from the run's: on other devices than the run's, or when the run searched its eval kernels ("searched")."""
+  from mlperf_bert.machine import device_kind
   from mlperf_bert.train.record import read_record
   export_audit_env(audit_settings(read_record(req["record"])["settings"]), os.environ)  # before tinygrad's import
   devices = open_devices(req["device"], int(req["devices"]))
-  emit({"device": devices[0].split(":")[0], "devices": len(devices)})
-  same = (devices[0].split(":")[0], len(devices)) == (req["device"], int(req["devices"]))
+  emit({"device": device_kind(devices[0]), "devices": len(devices)})
+  same = (device_kind(devices[0]), len(devices)) == (device_kind(req["device"]), int(req["devices"]))
   rel_eps = None if same and not req.get("searched") else req.get("rel_eps")  # else the counts must be equal
   for i, b, ties in reeval(req["record"], [int(i) for i in req["indices"]], devices, req.get("eval_set"),
                            None if rel_eps is None else float(rel_eps)):

@@ -34,12 +34,19 @@ def rng_state() -> dict[str, np.ndarray]:
           for d, c in Tensor._device_rng_counters.items()}
 
 
-def restore_rng(saved: dict[str, np.ndarray], device: str | None = None):
-  """The RNG counters of rng_state back in place; `device`: restore a one-device run's counters to this device (the
-  audit re-executing on another device kind: tinygrad's device seeds follow the order devices are first used, not
-  their names, so the same draws follow)."""
+def on_kind(name: str, kind: str | None) -> str:
+  """A run's device name (or several joined by '|', a multi-device tensor's) as the same device of another kind:
+  NV:1 -> CPU:1, NV|NV:1 -> CPU|CPU:1 (`kind` None: unchanged). The audit re-executing a run on another device kind
+  with the run's device count restores and compares the RNG counters so: tinygrad's device seeds follow the order
+  devices are first used, not their names, so the same draws follow."""
+  if not kind: return name
+  return "|".join(kind + d[len(d.split(":", 1)[0]):] for d in name.split("|"))
+
+
+def restore_rng(saved: dict[str, np.ndarray], kind: str | None = None):
+  """The RNG counters of rng_state back in place; `kind`: on the same devices of that kind (on_kind)."""
   for k, v in saved.items():
-    name = k[len("rng/"):] if device is None else device
+    name = on_kind(k[len("rng/"):], kind)
     dev: Any = tuple(name.split("|")) if "|" in name else name
     if dev not in Tensor._device_rng_counters: Tensor._next_counter(dev, 0)
     c = Tensor._device_rng_counters[dev]
@@ -103,9 +110,9 @@ def find_resume(ckpt_dir: Path, fingerprint: str, say: Callable[[str], None]) ->
   return found
 
 
-def load_state(trainer: ModelTrainer, path: Path, rng_device: str | None = None):
+def load_state(trainer: ModelTrainer, path: Path, rng_kind: str | None = None):
   """The training state and RNG counters of a checkpoint into `trainer` (UserError when it does not fit);
-  `rng_device`: see restore_rng."""
+  `rng_kind`: the RNG counters restored on the same devices of that kind (restore_rng)."""
   targets = trainer.state_tensors()
   with _open_state(path) as f:
     keys = set(f.keys())
@@ -117,4 +124,4 @@ def load_state(trainer: ModelTrainer, path: Path, rng_device: str | None = None)
         raise UserError(f"{path}: {k} has shape {arr.shape}, expected {t.shape}; delete the checkpoint to start over")
       src = Tensor(np.ascontiguousarray(arr)).cast(t.dtype)
       t.assign(src.to(t.device)).realize()
-    restore_rng({k: f.get_tensor(k) for k in keys if k.startswith("rng/")}, rng_device)
+    restore_rng({k: f.get_tensor(k) for k in keys if k.startswith("rng/")}, rng_kind)

@@ -8,13 +8,15 @@ checkpoint, as TrainRun._build makes it), "to": the step of a later kept state, 
 exports the run's tinygrad settings before it imports tinygrad (as the train job), builds the trainer of the
 record's settings, loads the `from` state (weights, LAMB state, schedule step, RNG counters), starts the training
 stream at its loader position, runs `to - from` train steps with the run's timed step (train/step.py) and
-compares the state it reaches with the kept state of `to`, tensor by tensor. It prints JSON lines:
+compares the state it reaches with the kept state of `to`, tensor by tensor (on another device kind, with the run's
+device count: the RNG counters restored and compared on the same devices of this kind). It prints JSON lines:
 
     {"device": "CPU", "devices": 1, "machine": {...}}                the devices it trains on, this machine
                                                                      (and nothing more when their count is not the
                                                                      run's: tinygrad draws dropout per device)
     {"step": 21, "wall_s": 0.41, "cpu_s": 0.66, "loss": 7.1}        one per step, as it is done
-    {"compare": {"tensors": N, "differ": n, "worst": {...}, "position": p, "want_position": q, "rng": ...}}
+    {"compare": {"tensors": N, "differ": n, "worst": {...}, "weights_rel_l2": d, "moments_rel_l2": {...},
+                 "exact": [...], "nonfinite": [...], "position": p, "want_position": q}}   compare_states
 or {"error": "..."} and exits 1. `cpu_s` is the process's CPU time (every thread) spent in the step.
 """
 from __future__ import annotations
@@ -27,22 +29,44 @@ import numpy as np
 from mlperf_bert.errors import UserError
 
 
-def compare_states(got: dict[str, np.ndarray], want: dict[str, np.ndarray], rng: bool) -> dict[str, Any]:
-  """How the state re-executed differs from the kept one: the tensors compared, how many differ, the worst of them
+def tensor_group(name: str, a: np.ndarray) -> str:
+  """How a state's tensor is compared on another device kind: 'weights' (model/), 'm' and 'v' (the LAMB moments),
+  'scalars' (b1_t, b2_t, lr: float scalars of the schedule), 'exact' (the schedule step, the RNG counters, every
+  integer tensor: counts, equal on any device)."""
+  if name.startswith("rng/") or name.endswith("schedule.step") or not np.issubdtype(a.dtype, np.floating): return "exact"
+  if name.startswith("model/"): return "weights"
+  part = name.rsplit(".", 2)
+  return part[-2] if len(part) == 3 and part[-2] in ("m", "v") and part[-1].isdigit() else "scalars"
+
+
+def compare_states(got: dict[str, np.ndarray], want: dict[str, np.ndarray], rng_kind: str | None = None,
+                   rng: bool = True) -> dict[str, Any]:
+  """How the state re-executed differs from the kept one, every tensor of it: how many differ, the worst of them
   (the largest difference relative to the largest magnitude of the kept tensor), the worst of the model's weights
-  alone and the distance of all weights, |got - kept| / |kept| (L2 over every weight); `rng` compares the RNG counters too (the same devices), else only the model and optimizer tensors."""
-  keys = sorted(k for k in want if rng or not k.startswith("rng/"))
+  alone, the distance of each float group (tensor_group: the weights, each LAMB moment, |got - kept| / |kept| in L2
+  over the group; the schedule's scalars, the largest relative difference), the tensors that must be equal on any
+  device that are not (`exact`: the schedule step, the RNG counters) and the tensors holding a NaN or Inf on either
+  side. `rng_kind`: the kept state's RNG counters are of the run's devices, the re-execution's of that kind (on_kind);
+  `rng` False: the RNG counters are not compared (another device count draws others)."""
+  from mlperf_bert.train.resume import on_kind
+  want = {(f"rng/{on_kind(k[4:], rng_kind)}" if k.startswith("rng/") else k): v for k, v in want.items()
+          if rng or not k.startswith("rng/")}
+  keys = sorted(want)
   missing = [k for k in keys if k not in got]
-  differ, worst, model, d2, w2 = 0, None, None, 0.0, 0.0
+  differ, worst, model = 0, None, None
+  sums: dict[str, list[float]] = {}        # group -> [sum of squared differences, sum of squares]
+  scalars, exact, nonfinite = 0.0, [], []
   for k in keys:
     if k in missing: continue
     a, b = np.asarray(got[k]), np.asarray(want[k])
+    group = tensor_group(k, b)
     if a.shape != b.shape:
       differ += 1
       worst = {"name": k, "shape": [list(a.shape), list(b.shape)], "rel": float("inf")}
+      exact.append(k)
       continue
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
-    if k.startswith("model/"): d2, w2 = d2 + float(np.sum((a64 - b64) ** 2)), w2 + float(np.sum(b64 ** 2))
+    if not (np.isfinite(a64).all() and np.isfinite(b64).all()): nonfinite.append(k)
     if np.array_equal(a, b): continue
     differ += 1
     diff = float(np.max(np.abs(a64 - b64)))
@@ -50,8 +74,20 @@ def compare_states(got: dict[str, np.ndarray], want: dict[str, np.ndarray], rng:
     one = {"name": k, "max_abs": diff, "ref_max_abs": ref, "rel": diff / ref if np.isfinite(diff) else float("inf")}
     if worst is None or one["rel"] > worst["rel"]: worst = one
     if k.startswith("model/") and (model is None or one["rel"] > model["rel"]): model = one
+    if group == "exact": exact.append(k)
+    elif group == "scalars": scalars = max(scalars, one["rel"])
+    else:
+      acc = sums.setdefault(group, [0.0, 0.0])
+      acc[0] += float(np.sum((a64 - b64) ** 2))
+  for k in keys:  # each group's size, the differences' denominator
+    if k not in missing and (g := tensor_group(k, want[k])) in sums:
+      sums[g][1] += float(np.sum(np.asarray(want[k], np.float64) ** 2))
+  rel = {g: ((d / w) ** 0.5 if w else (0.0 if d == 0 else float("inf"))) for g, (d, w) in sums.items()}
+  if nonfinite: rel = {g: float("inf") for g in rel}
   return {"tensors": len(keys), "differ": differ, "missing": missing[:3], "n_missing": len(missing), "worst": worst,
-          "worst_weight": model, "weights_rel_l2": (d2 / w2) ** 0.5 if w2 else 0.0}
+          "worst_weight": model, "weights_rel_l2": rel.get("weights", 0.0), "moments_rel_l2":
+          {g: rel.get(g, 0.0) for g in ("m", "v")}, "scalars_rel": scalars, "exact": exact[:3], "n_exact": len(exact),
+          "nonfinite": nonfinite[:3], "n_nonfinite": len(nonfinite)}
 
 
 def read_state(path: Path) -> tuple[dict[str, np.ndarray], dict[str, str]]:
@@ -75,6 +111,7 @@ def run_segment(record_file: str | os.PathLike, start: int, end: int, devices: t
   from mlperf_bert.train.resume import load_state, state_arrays
   from mlperf_bert.train.evidence import audit_settings
   from mlperf_bert.train.trainer import ModelTrainer, model_config
+  from mlperf_bert.machine import device_kind
   rp = Path(record_file)
   rec = read_record(rp)
   s = audit_settings(rec["settings"])  # the run's settings, the kernel search off
@@ -89,11 +126,11 @@ def run_segment(record_file: str | os.PathLike, start: int, end: int, devices: t
   trainer = ModelTrainer(cfg, s, devices, seed=s.seed,
                          init_weights=rp.parent / init["path"] if init and start == 0 else None)
   position = 0
-  same_devices = devices[0].split(":")[0] == str(rec["settings"].get("DEV", "")).split(":")[0] and \
-    len(devices) == int(rec["settings"].get("GPUS", 1))
+  # another device kind (the run's count): the RNG counters continue on the same devices of this kind
+  kind = device_kind(devices[0])
+  rng_kind = None if kind == device_kind(rec["settings"].get("DEV")) else kind
   if start:
-    # another device kind (one device, as the run's): its RNG counters continue on this one
-    load_state(trainer, folder / by_step[start]["file"], rng_device=None if same_devices else devices[0])
+    load_state(trainer, folder / by_step[start]["file"], rng_kind=rng_kind)
     position = int(by_step[start]["position"])
   shards = open_shards([rp.parent / e["path"] for e in rec["shards"]])
   loader = TrainLoader(shards, s.batch_size, seed=s.seed, position=position, cycle_length=s.num_cpu_threads)
@@ -110,7 +147,7 @@ def run_segment(record_file: str | os.PathLike, start: int, end: int, devices: t
     loader.close()
     for sh in shards: sh.close()
   want, meta = read_state(folder / by_step[end]["file"])
-  out = compare_states(state_arrays(trainer), want, rng=same_devices)
+  out = compare_states(state_arrays(trainer), want, rng_kind=rng_kind)
   out.update(position=position, want_position=int(by_step[end]["position"]), meta_step=meta.get("step"))
   emit({"compare": out})
 
