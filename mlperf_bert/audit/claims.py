@@ -56,7 +56,8 @@ def this_version(prov: dict | None) -> str:
   return ""
 
 
-def expected_settings(run_cfg: dict, workflow_dir: Path, seed: int, cpus: int | None) -> tuple[dict, dict, str]:
+def expected_settings(run_cfg: dict, workflow_dir: Path, seed: int, cpus: int | None,
+                      source: str = "the audit's config") -> tuple[dict, dict, str]:
   """(the rule's settings, the run-time knobs, where they come from) of a seed's run of `run_cfg`, resolved as the
   workflow's plan resolves them (mlperf_bert/plan.py, which the audit wing does not import): the platform file, a
   rehearsal's CPU stand-in (its CPU devices capped at `cpus`, the run machine's), the `train` overrides (tinygrad's
@@ -75,7 +76,7 @@ def expected_settings(run_cfg: dict, workflow_dir: Path, seed: int, cpus: int | 
     s = resolve(settings, train, seed=seed, eval_examples=examples)
   except (KeyError, TypeError, ValueError) as e:
     raise UserError(f"the config is not one the workflow resolves ({type(e).__name__}: {e})") from None
-  where = f"{PLATFORMS_DIR}/{name}/{platform_file.name} with the audit's config" + (" (rehearse=true)" if rehearse else "")
+  where = f"{PLATFORMS_DIR}/{name}/{platform_file.name}{' (rehearse=true)' if rehearse else ''} with {source}"
   return json.loads(json.dumps(rule_params(s), default=str)), run_time_knobs(s), where
 
 
@@ -89,7 +90,8 @@ def _settings_rows(rec: dict, exp: dict, knobs: dict, where: str, strict: bool) 
   have = rec.get("settings") if isinstance(rec.get("settings"), dict) else {}
   keys = sorted(set(exp) | set(have)) if strict else sorted(set(exp) & set(have))
   differ = [k for k in keys if not _same(k, have.get(k), exp.get(k))]
-  said = lambda k: f"{k}: the train record says {have.get(k, 'nothing')!r}, {where} gives {exp.get(k)!r}"
+  said = lambda k: (f"{k}: the train record says {have[k]!r}" if k in have else f"{k}: the train record has none") + \
+    f", {where} gives {exp.get(k)!r}"
   out = [("FAIL", f"{DOWNGRADE + ': ' if k == FREQ else ''}{said(k)}: {GUARDS[k]}; {RETRAIN}")
          for k in differ if k in GUARDS]
   rest = [k for k in differ if k not in GUARDS]
@@ -110,6 +112,7 @@ def _settings_rows(rec: dict, exp: dict, knobs: dict, where: str, strict: bool) 
 def _evidence_rows(rp: Path, raw: dict, rec: dict, every: int | None, why_old: str) -> list[tuple[str, str]]:
   """This version's evidence, where its provenance names this version and trainer (why_old ''): the record's schema,
   final weights, last-eval batches and (EVIDENCE_STATE_FREQ > 0) kept states."""
+  from mlperf_bert.audit.provenance import versions
   from mlperf_bert.train.record import RECORD_SCHEMA
   if why_old: return []
   out = []
@@ -117,7 +120,8 @@ def _evidence_rows(rp: Path, raw: dict, rec: dict, every: int | None, why_old: s
   if raw.get("schema") != RECORD_SCHEMA:
     out.append(("FAIL", f"{DOWNGRADE}: {rp.name} is {raw.get('schema')!r}, an older schema"
                 f"{' without ' + ', '.join(lacks) if lacks else ''}, where its provenance names this version's train "
-                f"process (mlperf-bert, trainer project), which writes {RECORD_SCHEMA}: the record was rewritten; {RETRAIN}"))
+                f"process (mlperf-bert {versions().get('mlperf-bert')}, trainer project), which writes {RECORD_SCHEMA}: "
+                f"the record was rewritten; {RETRAIN}"))
   elif lacks:
     out.append(("FAIL", f"{DOWNGRADE}: {rp.name} holds no {', '.join(lacks)}, which this version's train process "
                 f"writes with every record: the record was rewritten; {RETRAIN}"))
@@ -222,12 +226,13 @@ def check_claims(audit: Audit, base: Path, log: Path, run_cfg: dict | None, work
   if run_cfg is not None:
     cpus = ((prov or {}).get("host") or {}).get("cpu_count")
     try:
-      exp, knobs, where = expected_settings(run_cfg, workflow_dir, int(rec.get("seed", 0)), cpus)
+      exp, knobs, where = expected_settings(run_cfg, workflow_dir, int(rec.get("seed", 0)), cpus, "its run's config "
+                                            "(its own keys from its provenance)" if note else "the audit's config")
     except (UserError, TypeError, ValueError) as e:
       rows.append(("WARN", f"the train record's settings are not compared: {e}"))
     else:
       conf.every = exp.get(FREQ)
-      rows += _settings_rows(rec, exp, knobs, where + (f" ({note})" if note else ""), strict=not why_old)
+      rows += _settings_rows(rec, exp, knobs, where, strict=not why_old)
   rows += _evidence_rows(rp, raw, rec, conf.every, why_old)
   if not why_old: rows += _states_rows(base, log, rec)
   rows += _finite_rows(rp, rec) + _device_rows(rec) + _machine_rows(rec, prov, here, conf)

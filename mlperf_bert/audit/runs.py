@@ -45,8 +45,9 @@ def run_config(now_cfg: dict | None, log: Path, other: bool) -> tuple[dict | Non
   recorded = recorded if isinstance(recorded, dict) else {}
   folder = log.parent.name
   rehearse = folder.endswith(REHEARSAL_SUFFIX)
-  cfg = {k: v for k, v in now_cfg.items() if k not in RUN_KEYS}
-  cfg.update(platform=folder.removesuffix(REHEARSAL_SUFFIX), rehearse=rehearse)
+  cfg = {k: v for k, v in now_cfg.items() if k not in RUN_KEYS and k != "rehearse"}
+  cfg["platform"] = folder.removesuffix(REHEARSAL_SUFFIX)
+  if rehearse or recorded.get("rehearse", True) is False: cfg["rehearse"] = rehearse  # absent when the record says none
   own = {k: recorded[k] for k in RUN_KEYS if k in recorded}
   cfg.update(own)
   shown = ", ".join(f"{k} {v!r}" for k, v in own.items()) or "none"

@@ -49,6 +49,7 @@ SEGMENT_BAND = 1e-3   # another device kind: |x - kept| / |kept| of the weights 
 WARMUP_STEPS = 2      # a process's first steps compile and capture the jitted step: not timed
 TRUST = "steps and time taken on trust"
 FREQ_KEY = "EVIDENCE_STATE_FREQ"
+FALSE_DEVICE = "the record's device is false"
 
 
 @dataclasses.dataclass
@@ -244,7 +245,7 @@ def judge(seg: Segment, devs: dict, cmp: dict) -> tuple[str, str]:
     return "FAIL", (f"bit-exact ({cmp['tensors']} of {cmp['tensors']} tensors) on {here_kind}, while the train record "
                     f"says the run trained on {seg.settings.get('GPUS', 1)} {run_kind} device(s): another device kind's "
                     f"kernels sum in another order and round otherwise, so these steps were trained on {here_kind}: "
-                    "the record's device is false")
+                    f"{FALSE_DEVICE}")
   if cmp.get("n_exact"):
     return "FAIL", (f"{cmp['n_exact']} tensor(s) that every device computes alike differ from the kept state of step "
                     f"{seg.end} ({', '.join(cmp['exact'])}: the schedule step, the RNG counters)")
@@ -299,10 +300,11 @@ def reexecute_segments(audit: Audit, base: Path, logs: list[Path], hasher: Calla
         break
       status, seen = judge(seg, devs, cmp)
       if status != "PASS":
+        why = "" if seen.endswith(FALSE_DEVICE) else \
+          f": the kept state of step {seg.end} is not what {seg.steps} steps give"
         audit.add(status, REEXECUTION, seg.rel, f"steps {seg.start}-{seg.end} trained again from the "
                   f"{'initial state' if seg.start == 0 else f'kept state of step {seg.start}'} (seed {seed}) on "
-                  f"{devs.get('devices')} {devs.get('device')} device(s): {seen}: the kept state of step {seg.end} "
-                  f"is not what {seg.steps} steps give; {RETRAIN}"); bad = True
+                  f"{devs.get('devices')} {devs.get('device')} device(s): {seen}{why}; {RETRAIN}"); bad = True
         break
       seg.cpu_step = steady_cpu(steps) if devs.get("device") == "CPU" and same_kind(here, devs.get("machine")) else None
       done.append((seg, seen))

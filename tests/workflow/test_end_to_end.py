@@ -20,33 +20,15 @@ from pathlib import Path
 import pytest
 
 from workflow_helpers import REPO, snakemake, tree_state, write_config
+from demo_tree import PLATFORM, SEEDS, TRAIN, Run, _copy, _events, _fails, _forge_state, _only_seed_0, _record_of, \
+  _rerecord, _rewrite_record, _write_events
 from mlperf_bert.constants import system_path
 
 pytestmark = pytest.mark.slow
 
-SEEDS = [0, 1]
-TRAIN = {"TRAIN_STEPS": 40, "EVAL_STEP_FREQ": 20, "EVAL_SAMPLES": 64, "TARGET": 0.037, "SAVE_CKPT_FREQ": 20}
-PLATFORM = "cpu"
 ORG = "tinycorp"            # the cpu platform's SUBMISSION_ORG (train/hparams.py default)
 SYSTEM = "cpu_demo"         # its SUBMISSION_PLATFORM: the package's system name
 TOPICS = [f"part-{i:05d}-of-00008" for i in range(8)]
-
-
-class Run:
-  def __init__(self, wd: Path):
-    self.wd, self.base, self.cfg = wd, wd / "base", wd / "config.yaml"
-    self.logs = [self.base / f"results/{PLATFORM}/result_bert_{s}.log" for s in SEEDS]
-
-  def audit(self, *args: str, reexecute: bool = False) -> tuple[int, str]:
-    """`python -m mlperf_bert audit BASEDIR` as a user runs it after this workflow run; with `reexecute` as a user
-    runs it by default (a random sample of the shards and eval batches is redone: minutes on 2 cores), else with
-    --no-reexecute (the tests of the records alone; the re-execution's own tests ask for it)."""
-    p = subprocess.run([sys.executable, "-m", "mlperf_bert", "audit", str(self.base), "--workdir", str(self.wd),
-                        "--configfile", str(self.cfg), *args, *(() if reexecute else ("--no-reexecute",))],
-                       capture_output=True, text=True, timeout=900,
-                       cwd=self.wd)
-    assert "Traceback" not in p.stdout + p.stderr, p.stdout + p.stderr
-    return p.returncode, p.stdout
 
 
 @pytest.fixture(scope="module")
@@ -62,10 +44,6 @@ def run(tmp_path_factory) -> Run:
   snakemake(r.wd, "--cores", "2", configfile=r.cfg, timeout=1800)
   print(f"workflow: {time.time() - t0:.0f} s")
   return r
-
-
-def _fails(out: str) -> list[str]:
-  return [l for l in out.splitlines() if l.startswith("FAIL")]
 
 
 def _audit_with_flipped(run, rel: str, offset: int) -> tuple[int, list[str], str]:
@@ -111,6 +89,9 @@ def test_clean_tree_audit_passes(run):
     assert re.search(rf"PASS\s+provenance\s+{re.escape(log)}\s+log and \d+ input files match", out), out
     assert re.search(rf"PASS\s+config\s+{re.escape(log)}", out), out
     assert re.search(rf"PASS\s+run_stop\s+{re.escape(log)}\s+status success", out), out
+    # its claims (settings, evidence, machine) are what the config, platform file and provenance confirm
+    assert re.search(rf"PASS\s+claims\s+{re.escape(log)}\s+the train record's settings \(DEV CPU, GPUS 1, "
+                     r"EVIDENCE_STATE_FREQ 1\) are those the config and platform file give", out), out
     # the chain: what the shard and train processes recorded agrees with the files present
     assert re.search(rf"PASS\s+chain\s+{re.escape(log)}\s+shard -> train record: the 8 shard\(s\)", out), out
     assert re.search(rf"PASS\s+chain\s+{re.escape(log)}\s+train record -> log: the log is byte for byte", out), out
@@ -267,14 +248,6 @@ def test_snakemake_report_has_the_run_plots(run):
 
 
 # ---- the two whitewashing sequences: re-running the workflow after a tampering must never make the audit pass ----
-def _copy(run, dst: Path) -> Run:
-  """A copy of the finished working directory (config, basedir, .snakemake), modification times kept: Snakemake
-  sees the same tree, and the module's tree stays untouched for the other tests. Without the submission package
-  test_submission_package adds (its audit fails for its 2 of 10 logs): the tree as `snakemake all` leaves it."""
-  shutil.copytree(run.wd, dst, symlinks=True, ignore=lambda d, names: ["submission"] if d == str(run.base) else [])
-  return Run(dst)
-
-
 def _edit_last_accuracy(text: str, value) -> str:
   """The log with its last eval_accuracy's value made `value` (a number or the text of one)."""
   head, sep, tail = text.rpartition('"key": "eval_accuracy", "value": ')
@@ -333,12 +306,6 @@ def test_shard_copied_over_another_then_forced_records_still_fails_at_the_shard(
 
 
 # ---- forgeries that rewrite the records too: only re-executing the work can tell ----
-def _rewrite_record(path: Path, edit) -> None:
-  rec = json.loads(path.read_text())
-  edit(rec)
-  path.write_text(json.dumps(rec, indent=1) + "\n")
-
-
 @pytest.mark.full  # the eval's re-execution path again: the near-tie forgery below FAILs on it in CI
 def test_forged_accuracy_with_rewritten_record_fails_by_re_executing_the_eval(run, tmp_path):
   """A forger edits a log's eval_accuracy to 0.7 and rewrites result_bert_<seed>.train.json to match (the log's
@@ -413,45 +380,6 @@ def test_forged_shard_with_rewritten_records_fails_by_rebuilding_it(run, tmp_pat
 # Each forges a copy of the demo tree, rewrites the records to agree, re-records the provenance of what it changed and
 # audits only the re-execution the forgery is about, with the least budget (one eval batch, or one training segment,
 # per log): the dry run and the other parts are tested above.
-def _events(log: Path) -> list[dict]:
-  return [json.loads(l.split(":::MLLOG ", 1)[1]) for l in log.read_text().splitlines() if ":::MLLOG " in l]
-
-
-def _write_events(log: Path, events: list[dict]) -> None:
-  log.write_text("".join(f":::MLLOG {json.dumps(e)}\n" for e in events))
-
-
-def _forge_state(src: Path, dst: Path, **meta) -> dict:
-  """The kept state `src` rewritten to `dst` with its metadata changed by `meta` (its tensors as they are); returns
-  the record's fields of the new file."""
-  from safetensors import safe_open
-  from safetensors.numpy import save_file
-  with safe_open(str(src), framework="numpy") as f:
-    arrays, old = {k: f.get_tensor(k) for k in f.keys()}, dict(f.metadata())
-  save_file(arrays, str(dst), metadata={**old, **{k: str(v) for k, v in meta.items()}})
-  if dst != src: src.unlink()
-  data = dst.read_bytes()
-  return {"file": dst.name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
-
-
-def _rerecord(c: Run, logs: list[Path]) -> None:
-  """What `snakemake all` remakes of a forged log: its provenance record (the audits below skip the dry run)."""
-  snakemake(c.wd, "--cores", "1", "--force", *[str(l.relative_to(c.wd).with_name(l.name[:-4] + ".provenance.json"))
-                                               for l in logs], configfile=c.cfg)
-
-
-def _record_of(log: Path) -> Path:
-  return log.with_name(log.name[:-4] + ".train.json")
-
-
-def _only_seed_0(c: Run) -> Path:
-  """The copy without seed 1's results (log, records, weights, states), so that the audit trains only the forged
-  run's segment again (a segment costs ~40 CPU s, most of it compiling the train step in a new process)."""
-  for f in c.base.glob(f"results/{PLATFORM}/result_bert_1.*"):
-    shutil.rmtree(f) if f.is_dir() else f.unlink()
-  return c.logs[0]
-
-
 def test_more_correct_predictions_on_another_eval_device_fail_the_near_tie_band(run, tmp_path):
   """The last eval's batch given 10 more correct predictions (0.9 % of its 1137: inside the 2 % a device change
   was once allowed), the log's accuracy and the record made to agree, the record's eval device a GPU: the audit
@@ -689,3 +617,10 @@ def test_a_record_with_beam_8_is_audited_within_a_small_budget(run, tmp_path):
       assert "not redone: " in row or "every one redone" in row, row
       for secs, share in re.findall(r"([\d.]+) s of a ([\d.]+) s share", row):
         assert float(secs) <= float(share) + 1.5, row
+
+
+# ---- the forgeries of a train record's claims (issue 42): tests/workflow/forged_claims.py, collected here (last) to
+# share this module's demo tree (its fixture `run`, built once)
+from forged_claims import test_bounds_sparse_states_and_a_symlink_loop, test_claimed_machine_and_device_fail, \
+  test_downgrades_fail_one_row_each, test_gpu_record_is_re_executed_on_this_cpu, test_nan_in_a_kept_state_fails, \
+  test_rehearsal_beside_the_demo_passes_config, test_sigterm_and_sigint_stop_the_workers_with_the_audit  # noqa: E402,F401
