@@ -169,7 +169,7 @@ def _machine_rows(rec: dict, prov: dict | None, here: dict, conf: Confirmed) -> 
                   f"{w['host']}, says it has {cpus} CPUs: the CPU time floor divides by {cpus}, not {cores!r}; "
                   f"{RETRAIN}"))
       conf.cores = cpus
-  if not confirmed:
+  if not confirmed and m.get("host"):  # a record that names no machine (an older version's) holds no CPU floor either
     conf.trust.append(f"the machine the record names ({m.get('cpu')}, {m.get('cores')} cores on {m.get('host')}) is "
                       f"neither its provenance's ({host.get('hostname')}) nor this one: taken on trust")
     out.append(("WARN", f"machine: the train record names host {m.get('host')!r}, which is neither its provenance "
@@ -223,6 +223,7 @@ def check_claims(audit: Audit, base: Path, log: Path, run_cfg: dict | None, work
   trainer = (run_cfg or {}).get("trainer") or ((prov or {}).get("trainer") or {}).get("name") or "project"
   why_old = this_version(prov) or ("" if trainer == "project" else f"trainer {trainer}")
   rows: list[tuple[str, str]] = []
+  compared = "not compared (no config)"
   if run_cfg is not None:
     cpus = ((prov or {}).get("host") or {}).get("cpu_count")
     try:
@@ -231,7 +232,7 @@ def check_claims(audit: Audit, base: Path, log: Path, run_cfg: dict | None, work
     except (UserError, TypeError, ValueError) as e:
       rows.append(("WARN", f"the train record's settings are not compared: {e}"))
     else:
-      conf.every = exp.get(FREQ)
+      conf.every, compared = exp.get(FREQ), f"those {where} gives"
       rows += _settings_rows(rec, exp, knobs, where, strict=not why_old)
   rows += _evidence_rows(rp, raw, rec, conf.every, why_old)
   if not why_old: rows += _states_rows(base, log, rec)
@@ -240,9 +241,8 @@ def check_claims(audit: Audit, base: Path, log: Path, run_cfg: dict | None, work
     audit.add(status, CLAIMS, rel, reason)
   if not any(s == "FAIL" for s, _ in rows):
     hp = rec.get("settings") or {}
+    evidence = "this version's" if not why_old else f"taken as it is ({why_old})"
+    machine = "taken on trust" if conf.trust else "the one its provenance or this machine names"
     audit.add("PASS", CLAIMS, rel, f"the train record's settings (DEV {hp.get('DEV')}, GPUS {hp.get('GPUS')}, {FREQ} "
-              f"{hp.get(FREQ)}) are those the config and platform file give"
-              f"{'' if run_cfg is not None else ' (not compared: no config)'}; its evidence is "
-              f"{'this version' + chr(39) + 's' if not why_old else 'taken as it is (' + why_old + ')'}; its machine "
-              f"{'is taken on trust' if conf.trust else 'is the one its provenance or this machine names'}")
+              f"{hp.get(FREQ)}, ...): {compared}; its evidence: {evidence}; its machine: {machine}")
   return conf

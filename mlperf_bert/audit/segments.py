@@ -2,17 +2,20 @@
 checks each segment's logged time against what its machine can physically do.
 
 The train process keeps the training state after its evals (train/states.py: `result_bert_<seed>.states/`, each
-state's step, loader position and sha256 in the train record). Without re-executing anything the audit checks that
-each kept state is the file the train process wrote, that the kept steps are those EVIDENCE_STATE_FREQ keeps of the
-log's evals (every N-th and the last), and that the final weights are the last state's. Then segments drawn at random
+state's step, loader position, size and sha256 in the train record). Without re-executing anything the audit checks
+that each kept state is the file the train process wrote (its size first; then its sha256, and every float tensor
+finite, read within the budget), that the kept steps are those EVIDENCE_STATE_FREQ keeps of the log's evals (every
+N-th and the last; the frequency the config and platform file give: audit/claims.py), and that the final weights are
+the last state's. Then segments drawn at random
 (from the run's initial state, the seeded init or the initial weights, to the first kept state, or from one
 kept state to the next) are trained again with the trainer's own code (train/segment.py, a process of its own), and
 the state reached is compared with the kept one:
   - on the run's device kind and count: bit-exact (every weight, the LAMB state, the schedule step, the RNG counters
     and the loader position), on one device or several;
   - another device kind, the same count, or a run that searched its train kernels (BEAM > 0; the re-execution runs
-    tinygrad's default kernels, BEAM 0, as the eval's does): the weights within SEGMENT_BAND (L2 distance relative
-    to the weights);
+    tinygrad's default kernels, BEAM 0, as the eval's does): every tensor still, the weights and each LAMB moment
+    within SEGMENT_BAND (L2 distance relative to their size), the schedule step and the RNG counters equal (restored
+    on the same devices of this kind); a GPU record's segment that is bit-exact on the CPU proves its device false;
   - another device count: not redone (tinygrad draws dropout per device: another count trains another trajectory).
 A state "at step k" that is not what k - j steps from the state at step j give (an eval dropped and the next one
 relabelled, fewer steps claimed) then FAILs.

@@ -78,7 +78,6 @@ def test_downgrades_fail_one_row_each(run, tmp_path):
   _rerecord(c, [log0, log1])
   rc, out = c.audit("--no-dry-run")
   assert rc == 1, out
-  print("\n".join(l for l in out.splitlines() if " claims " in l))
   _row(out, "FAIL", "claims", rel0, r"downgrade: EVIDENCE_STATE_FREQ: the train record says 0, platforms/cpu/platform\.yaml "
        r"with the audit's config gives 1: fewer kept states, fewer segments trained again")
   _row(out, "FAIL", "claims", rel0, r"downgrade: 2 kept state\(s\) on disk \(results/cpu/result_bert_0\.states/: steps 20, "
@@ -106,7 +105,6 @@ def test_claimed_machine_and_device_fail(run, tmp_path):
   _rerecord(c, [log0, log1])
   rc, out = c.audit(*SEGMENTS_BRIEFLY, reexecute=True)
   assert rc == 1, out
-  print("\n".join(l for l in out.splitlines() if " claims " in l or l.startswith("FAIL")))
   cpus = os.cpu_count()
   _row(out, "FAIL", "claims", rel0, rf"machine: the train record says 64 cores on host \S+; its provenance, written on "
        rf"\S+, says it has {cpus} CPUs: the CPU time floor divides by {cpus}, not 64")
@@ -144,7 +142,6 @@ def test_nan_in_a_kept_state_fails(run, tmp_path):
   _rerecord(c, [log])
   rc, out = c.audit(*SEGMENTS_BRIEFLY, reexecute=True)
   assert rc == 1, out
-  print("\n".join(l for l in out.splitlines() if l.startswith("FAIL")))
   _row(out, "FAIL", "re-execution", rel, r"the kept state of step 40 \(results/cpu/result_bert_0\.states/"
        r"state_00000040\.safetensors\) holds a NaN or an infinity \(optim/opt0\.m\.0, ")
 
@@ -165,7 +162,6 @@ def test_gpu_record_is_re_executed_on_this_cpu(run, tmp_path):
   rc, out = c.audit("--no-dry-run", "--reexecute-parts", "evals", "segments", "--reexecute-budget", "1%",
                     reexecute=True)
   assert rc == 1, out
-  print("\n".join(l for l in out.splitlines() if "re-execution" in l or " claims " in l))
   assert "does not exist" not in out, out
   _row(out, "FAIL", "claims", rel, r"DEV: the train record says 'NV', platforms/cpu/platform\.yaml with the audit's "
        r"config gives 'CPU': another device kind, compared in a band instead of bit for bit")
@@ -193,7 +189,6 @@ def test_bounds_sparse_states_and_a_symlink_loop(run, tmp_path):
   t0 = time.perf_counter()
   rc, out = c.audit(*budget, reexecute=True)
   took = time.perf_counter() - t0
-  print(f"clean {clean:.1f} s, forged {took:.1f} s\n" + "\n".join(l for l in out.splitlines() if "re-execution" in l))
   assert rc == 1 and took < clean + 10, (clean, took, out)
   _row(out, "FAIL", "re-execution", "results/cpu/result_bert_0.log", r"state_00000020\.safetensors: 42949672960 bytes, "
        r"the record says \d+ \(not hashed\)")
@@ -203,7 +198,6 @@ def test_bounds_sparse_states_and_a_symlink_loop(run, tmp_path):
   _rewrite_record(_record_of(c.logs[0]), lambda r: r["kept_states"].update(path="loop"))
   _rerecord(c, c.logs[:1])
   rc, out = c.audit(*SEGMENTS_BRIEFLY, reexecute=True)
-  print("\n".join(l for l in out.splitlines() if "re-execution" in l))
   _row(out, "FAIL", "re-execution", "results/cpu/result_bert_0.log", r"result_bert_0\.train\.json: its kept states "
        r"folder loop cannot be resolved \(Symlink loop from .*\); not read")
 
@@ -263,7 +257,6 @@ def test_rehearsal_beside_the_demo_passes_config(run, tmp_path):
   rel = "results/tinybox_green-rehearsal/result_bert_0.log"
   for args in ((), rehearsal):
     rc, out = c.audit("--no-dry-run", *args)
-    print("\n".join(l for l in out.splitlines() if " config " in l or " claims " in l))
     assert not re.search(r"^FAIL\s+config\s", out, re.M), out
     for log in ("results/cpu/result_bert_0.log", "results/cpu/result_bert_1.log", rel):
       assert re.search(rf"PASS\s+config\s+{re.escape(log)}\s", out), out

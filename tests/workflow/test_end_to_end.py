@@ -3,7 +3,8 @@
 shard, of a log, one changed config key), `snakemake submission` and `snakemake --report`, and the forgeries that
 rewrite the records too, which only the audit's re-execution (a sample of shards rebuilt, of eval batches evaluated
 again on the final weights, of training segments trained again between the kept states, with their logged times
-checked against the CPU seconds they take) catches.
+checked against the CPU seconds they take) catches; and the forgeries of a train record's claims
+(tests/workflow/forged_claims.py, collected here to share this module's tree).
 
 Real Snakemake, real tinygrad training, mlperf-logging's own checkers; nothing mocked. About 10 min and 560 CPU s
 on 2 idle cores (AMD EPYC, 2026-12-03), the workflow run being ~200 s of it and each training segment the audit
@@ -91,7 +92,8 @@ def test_clean_tree_audit_passes(run):
     assert re.search(rf"PASS\s+run_stop\s+{re.escape(log)}\s+status success", out), out
     # its claims (settings, evidence, machine) are what the config, platform file and provenance confirm
     assert re.search(rf"PASS\s+claims\s+{re.escape(log)}\s+the train record's settings \(DEV CPU, GPUS 1, "
-                     r"EVIDENCE_STATE_FREQ 1\) are those the config and platform file give", out), out
+                     r"EVIDENCE_STATE_FREQ 1, \.\.\.\): those platforms/cpu/platform\.yaml with the audit's config "
+                     r"gives; its evidence: this version's; its machine: the one its provenance", out), out
     # the chain: what the shard and train processes recorded agrees with the files present
     assert re.search(rf"PASS\s+chain\s+{re.escape(log)}\s+shard -> train record: the 8 shard\(s\)", out), out
     assert re.search(rf"PASS\s+chain\s+{re.escape(log)}\s+train record -> log: the log is byte for byte", out), out
