@@ -91,6 +91,26 @@ def test_sizes_are_compared_before_any_hash(tmp_path):
   assert time.perf_counter() - t0 < 5 and size_differs(w, None) == "" and size_differs(w, 12 << 30) == ""
 
 
+def test_the_audits_hasher_compares_recorded_sizes_first(tmp_path):
+  """The audit's one hasher (tree._Hasher) knows the size every record states: a 12 GB sparse shard listed in
+  SHA256SUMS is not hashed by the checksum check either (its row says why), and a path it cannot read (a symlink loop)
+  is a digest that matches nothing, not a traceback."""
+  from mlperf_bert.audit.tree import _Hasher, check_checksums
+  shards = tmp_path / "shards"
+  shards.mkdir()
+  f = shards / "part-00000-of-00001.shard"
+  f.write_bytes(b"shard")
+  (shards / "SHA256SUMS").write_text(f"{hashes(f)['sha256']}  {f.name}\n")
+  (shards / f"{f.name}.sha256").write_text(f"{hashes(f)['sha256']}  {f.name}\n")
+  with open(f, "r+b") as fh: fh.truncate(12 << 30)
+  t0, a = time.perf_counter(), Audit(str(tmp_path), "basedir", "5.0.0")
+  check_checksums(a, tmp_path, _Hasher({str(f.resolve()): 5}))
+  assert time.perf_counter() - t0 < 5 and [(r.status, r.subject) for r in a.rows] == [("FAIL", f"shards/{f.name}")]
+  assert a.rows[0].reason.endswith(f"(not hashed: {12 << 30} bytes, the record says 5)"), a.rows[0].reason
+  (tmp_path / "loop").symlink_to("loop")
+  assert _Hasher()(tmp_path / "loop")["sha256"].startswith("(not hashed: not readable: ")
+
+
 def test_symlinks_out_of_a_tree_are_named(tmp_path):
   from mlperf_bert.audit.tree import check_links
   base, outside = tmp_path / "base", tmp_path / "elsewhere"
