@@ -407,10 +407,14 @@ def test_more_correct_predictions_on_another_eval_device_fail_the_near_tie_band(
   assert rc == 1, out
   fails = _fails(out)
   rel = f"results/{PLATFORM}/{log.name}"
-  assert len(fails) == 1 and re.match(rf"FAIL\s+re-execution\s+{re.escape(rel)}\s+1 of 1 re-executed eval batches "
-                                      rf"disagree with {rp.name} \(seed \d+\): batch 0: correct/total {c0:g}/{total:g} "
-                                      rf".* the record says {c0 + 10:g}/{total:g} .*; 0 near-tied prediction\(s\) could "
-                                      r"flip on another device, so at most 0 correct may differ", fails[0]), fails
+  # the record's own settings (DEV CPU) refute its eval device: a claims row (audit/claims.py); the band is judged
+  # all the same
+  assert len(fails) == 2 and re.match(rf"FAIL\s+claims\s+{re.escape(rel)}\s+device: the train record's last eval ran "
+                                      r"on 1 NV device\(s\) in float32, its settings say DEV CPU, GPUS 1", fails[0]), fails
+  assert re.match(rf"FAIL\s+re-execution\s+{re.escape(rel)}\s+1 of 1 re-executed eval batches "
+                  rf"disagree with {rp.name} \(seed \d+\): batch 0: correct/total {c0:g}/{total:g} "
+                  rf".* the record says {c0 + 10:g}/{total:g} .*; 0 near-tied prediction\(s\) could "
+                  r"flip on another device, so at most 0 correct may differ", fails[1]), fails
   # the other log, its device the run's, stays bit-exact
   assert re.search(r"PASS\s+re-execution\s+results/cpu/result_bert_1\.log\s+1 of 1 batches .* bit-exact", out), out
 
