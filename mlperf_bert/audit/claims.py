@@ -232,7 +232,8 @@ def check_claims(audit: Audit, base: Path, log: Path, run_cfg: dict | None, work
     except (UserError, TypeError, ValueError) as e:
       rows.append(("WARN", f"the train record's settings are not compared: {e}"))
     else:
-      conf.every, compared = exp.get(FREQ), f"those {where} gives"
+      # this version's evidence is held to the config's frequency; an older version's (or tinygrad's trainer's): its own
+      conf.every, compared = (None if why_old else exp.get(FREQ)), f"those {where} gives"
       rows += _settings_rows(rec, exp, knobs, where, strict=not why_old)
   rows += _evidence_rows(rp, raw, rec, conf.every, why_old)
   if not why_old: rows += _states_rows(base, log, rec)
