@@ -7,8 +7,8 @@ stdout and stderr (Python's and the file descriptors, so tqdm and tinygrad outpu
 A UserError is written to the log and to the console, and the job exits non-zero, so Snakemake removes the
 job's outputs and reports the log; so is a write the disk refused that no writer turned into one line (an OSError
 ENOSPC, EDQUOT or EFBIG: fileio.write_error); any other exception keeps its traceback in the log. The log itself never
-stops a job: Python's writes to it that the disk refuses are dropped (and counted, in a warning on the console). A warning the package
-raises (`warnings.warn`) is written to the log and to the console as one `warning: ...` line.
+stops a job: Python's writes to it that the disk refuses are dropped (and counted, in a warning on the console).
+A warning the package raises (`warnings.warn`) is written to the log and to the console as one `warning: ...` line.
 
 A job never outlives its workflow: when the log lies in a basedir whose lock (logs/workflow.lock, held by the
 Snakemake process for the whole run) is held as the job starts, a watchdog thread checks the lock every second; once

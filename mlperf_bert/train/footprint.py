@@ -161,6 +161,6 @@ def dress_footprint(s: Settings, bert_config: str | os.PathLike) -> dict[str, An
   """The dress's disk answer for a platform: one seed's run at full size, and MLPerf's 10 runs; `lines` for its
   table."""
   fp = plan_run(s, bert_config)
-  lines = [f"disk a seed: {human(fp.done)} when done ({fp.describe()}); MLPerf's {MLPERF_RUNS} runs "
-           f"{human(MLPERF_RUNS * fp.done)} (the data besides: python -m mlperf_bert footprint)"]
+  lines = [f"disk a seed: {human(fp.done)} when done ({fp.brief()}); MLPerf's {MLPERF_RUNS} runs "
+           f"{human(MLPERF_RUNS * fp.done)}; the data and why: python -m mlperf_bert footprint"]
   return {**fp.as_dict(), "runs": MLPERF_RUNS, "runs_bytes": MLPERF_RUNS * fp.done, "lines": lines}

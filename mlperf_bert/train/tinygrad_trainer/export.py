@@ -53,8 +53,9 @@ def export(shard_paths: Sequence[str | os.PathLike], eval_path: str | os.PathLik
     from mlperf_bert.data.footprint import SHRINK
     from mlperf_bert.space import check_space
     n = sum(len(sh) for sh in shards) + len(ev)
-    check_space({out.parent: export_bytes(n, max_seq_length, max_predictions_per_seq)}, shrink=SHRINK,
-                what="tinygrad's loader's pickles", detail=f"{n:,} rows of {12 * (max_seq_length + max_predictions_per_seq) + EXPORT_ROW_OVERHEAD:,} bytes")
+    need = export_bytes(n, max_seq_length, max_predictions_per_seq)
+    check_space({out.parent: need}, shrink=SHRINK, what="tinygrad's loader's pickles",
+                detail=f"{n:,} rows of {need // max(n, 1):,} bytes")
   total, rows = 0, 0
   for sh in shards:
     total += _dump(_rows(sh), out / "train" / (Path(sh.path).name.rsplit(".", 1)[0] + ".pkl"))
