@@ -176,3 +176,13 @@ def test_a_disk_filled_mid_run_ends_in_one_line_and_the_rerun_resumes_to_an_audi
                      env=dict(os.environ, PYTHONPATH=str(REPO)))
   assert a.returncode == 0 and "Traceback" not in a.stdout + a.stderr, a.stdout[-4000:]
   assert re.search(r"PASS\s+dry run\s+.*nothing to be done", a.stdout), a.stdout
+
+
+def test_an_extraction_that_would_not_fit_is_refused_before_it_writes(tmpfs):
+  from mlperf_bert.data.extract import extract_results
+  mnt = tmpfs("1M")
+  demo = REPO / "resources/demo"
+  with pytest.raises(UserError, match=r"^not enough disk space for extracting results_text\.tar\.gz: it writes 4\.12 MB "
+                                      r"\(9 files listed in results_text\.tar\.gz\) into .*has 1\.05 MB free"):
+    extract_results(demo / "results_text.tar.gz", demo / "bert_reference_results_text_md5.txt", mnt / "results4")
+  assert list(mnt.iterdir()) == []
