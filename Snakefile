@@ -28,6 +28,7 @@ include: "rules/dress.smk"
 
 rule all:
     input:
+        footprint_note,
         all_shards,
         B("shards/SHA256SUMS"),
         B("eval/eval.shard"),

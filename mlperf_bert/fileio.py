@@ -1,6 +1,6 @@
-"""Small file helpers every stage uses: atomic outputs and file digests."""
+"""Small file helpers every stage uses: atomic outputs (safetensors' too) and file digests."""
 from __future__ import annotations
-import contextlib, errno, hashlib, os, shutil, socket, tempfile
+import contextlib, errno, hashlib, os, re, shutil, socket, tempfile
 from pathlib import Path
 from typing import Iterator
 
@@ -15,6 +15,9 @@ _FIXES = {
   errno.EPERM: "make that folder writable for this user (or point the config's basedir elsewhere) and rerun",
   errno.EROFS: "the file system is read-only: point the config's basedir at a writable one and rerun",
 }
+
+
+FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # the writes that stop because the disk (or a limit) is full
 
 
 def _owner() -> str:
@@ -99,6 +102,25 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     if err is None:
       raise
     raise err from None
+
+
+def save_safetensors(arrays: dict, path: str | os.PathLike, metadata: dict[str, str] | None = None) -> None:
+  """Write numpy `arrays` as safetensors to `path` with safetensors' own writer, through atomic_path: its I/O errors
+  (a SafetensorError, not an OSError: "... (os error 28)") become the OSError they are, so a full disk is
+  atomic_path's one line and leaves no file; the target gets the usual permissions (the writer makes 0600)."""
+  from safetensors import SafetensorError
+  from safetensors.numpy import save_file
+  with atomic_path(path) as tmp:
+    mode = tmp.stat().st_mode & 0o777
+    try:
+      save_file(arrays, str(tmp), metadata=metadata)
+    except SafetensorError as e:
+      m = re.search(r"\(os error (\d+)\)", str(e))
+      if m is None:
+        raise
+      code = int(m.group(1))
+      raise OSError(code, os.strerror(code), str(tmp)) from None
+    os.chmod(tmp, mode)
 
 
 @contextlib.contextmanager

@@ -66,6 +66,7 @@ class WorkflowPlan:
   file_sources: dict[str, dict[str, Any]]  # {download name: source} of every file downloaded
   download: dict[str, Any]         # config `download` bounds as FetchPolicy's fields (a job: FetchPolicy(**download))
   config: dict[str, Any]           # the config as this run has it: Snakemake's, `train` as the trainer runs it
+  space_check: bool = True         # config `space_check`: the jobs check their free space first (mlperf_bert/space.py)
 
   @property
   def provenance_config(self) -> dict[str, Any]:
@@ -141,7 +142,7 @@ def make_plan(config: dict[str, Any], repo: Path) -> WorkflowPlan:
     from_init_weights=from_init_weights, preflight=preflight,
     text_from_r2="results4" in config["sources"], r2_datasets=r2_datasets, text_dataset=text_dataset,
     file_sources=file_sources, download=dataclasses.asdict(FetchPolicy.bounded(**(config.get("download") or {}))),
-    config=_run_config(config, train))
+    config=_run_config(config, train), space_check=bool(config.get("space_check", True)))
 
 
 def _platform(config: dict[str, Any], platform_file: Path,

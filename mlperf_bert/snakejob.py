@@ -5,8 +5,10 @@
 
 stdout and stderr (Python's and the file descriptors, so tqdm and tinygrad output too) go to the log file.
 A UserError is written to the log and to the console, and the job exits non-zero, so Snakemake removes the
-job's outputs and reports the log; any other exception keeps its traceback in the log. A warning the package
-raises (`warnings.warn`) is written to the log and to the console as one `warning: ...` line.
+job's outputs and reports the log; so is a write the disk refused that no writer turned into one line (an OSError
+ENOSPC, EDQUOT or EFBIG: fileio.write_error); any other exception keeps its traceback in the log. The log itself never
+stops a job: Python's writes to it that the disk refuses are dropped (and counted, in a warning on the console).
+A warning the package raises (`warnings.warn`) is written to the log and to the console as one `warning: ...` line.
 
 A job never outlives its workflow: when the log lies in a basedir whose lock (logs/workflow.lock, held by the
 Snakemake process for the whole run) is held as the job starts, a watchdog thread checks the lock every second; once
@@ -14,13 +16,38 @@ it is free (Snakemake was killed, even with SIGKILL), the job says so in one lin
 train job's phase processes stop at their resumable point) and is killed if it has not ended 45 s later.
 """
 from __future__ import annotations
-import contextlib, fcntl, json, os, signal, socket, sys, threading, time, traceback, warnings
+import contextlib, fcntl, io, json, os, signal, socket, sys, threading, time, traceback, warnings
 from pathlib import Path
 from typing import IO, Iterator
 
 from mlperf_bert.errors import UserError
-from mlperf_bert.fileio import atomic_path
+from mlperf_bert.fileio import FULL, atomic_path, write_error
 from mlperf_bert.urls import redact
+
+
+class _LogSink(io.RawIOBase):
+  """A job log's file descriptor for Python's stdout or stderr: a write the disk refuses (FULL) is dropped and
+  counted, so that printing a progress line never ends a job whose real outputs still fit."""
+  def __init__(self, fd: int):
+    super().__init__()
+    self.fd, self.lost = fd, 0
+
+  def writable(self) -> bool: return True
+  def fileno(self) -> int: return self.fd
+
+  def write(self, b) -> int:
+    try:
+      return os.write(self.fd, b)
+    except OSError as e:
+      if e.errno not in FULL: raise
+      self.lost += len(b)
+      return len(b)
+
+
+def _tolerant(fd: int, like: IO) -> tuple[IO, _LogSink]:
+  sink = _LogSink(fd)
+  return io.TextIOWrapper(io.BufferedWriter(sink), encoding=getattr(like, "encoding", None) or "utf-8",
+                          errors=getattr(like, "errors", None) or "strict", line_buffering=True), sink
 
 
 @contextlib.contextmanager
@@ -34,17 +61,30 @@ def job_log(log_path: str | os.PathLike) -> Iterator[None]:
     print(f"warning: {message}", file=sys.stderr, flush=True)
     print(f"warning: {message}\n(log: {log_path})", file=console, flush=True)
 
-  shown = warnings.showwarning
+  def fail(e: Exception):
+    print(f"error: {e}", file=sys.stderr, flush=True)
+    print(f"error: {e}\n(log: {log_path})", file=console, flush=True)
+    raise SystemExit(1)
+
+  shown, streams = warnings.showwarning, (sys.stdout, sys.stderr)
   with open(log_path, "a", buffering=1) as f:
     os.dup2(f.fileno(), 1); os.dup2(f.fileno(), 2)
+    (sys.stdout, out), (sys.stderr, err) = _tolerant(1, streams[0]), _tolerant(2, streams[1])
     warnings.showwarning = show
     watch = LockWatch.start(workflow_lock_of(log_path))
     try:
       yield
     except UserError as e:
-      print(f"error: {e}", file=sys.stderr, flush=True)
-      print(f"error: {e}\n(log: {log_path})", file=console, flush=True)
-      raise SystemExit(1)
+      fail(e)
+    except OSError as e:
+      full = write_error(e, Path(e.filename)) if e.errno in FULL and e.filename else None
+      if full is None and e.errno in FULL:
+        full = UserError(f"a write under {log_path.parent} failed: {e.strerror}; free space on that disk (or point "
+                         "the config's basedir at a larger one) and rerun")
+      if full is None:
+        traceback.print_exc()
+        raise
+      fail(full)
     except BaseException:
       if watch is not None and watch.lost.is_set():  # the watchdog said why, in one line
         raise SystemExit(1) from None
@@ -53,9 +93,15 @@ def job_log(log_path: str | os.PathLike) -> Iterator[None]:
     finally:
       if watch is not None: watch.stop()
       warnings.showwarning = shown
-      sys.stdout.flush(); sys.stderr.flush()
+      for stream in (sys.stdout, sys.stderr):
+        try: stream.flush()
+        except OSError: pass
+      sys.stdout, sys.stderr = streams
       os.dup2(saved[0], 1); os.dup2(saved[1], 2)
       os.close(saved[0]); os.close(saved[1])
+      if out.lost + err.lost:
+        print(f"warning: {out.lost + err.lost} bytes of this job's output are missing from {log_path}: its disk was "
+              "full", file=console, flush=True)
       console.close()
 
 

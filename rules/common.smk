@@ -17,6 +17,7 @@ from mlperf_bert.data.download import MANIFEST
 from mlperf_bert.data.lists import dataset_topics, listed_md5, manifest_topics, text_digest, text_md5s
 from mlperf_bert.data.shard_header import VERSION as SHARD_FORMAT
 from mlperf_bert.errors import UserError
+from mlperf_bert.footprint import plan_footprint
 from mlperf_bert.plan import plan_workflow
 from mlperf_bert.snakejob import lock_basedir, record_command
 from mlperf_bert.train.hparams import rule_params, run_time_knobs
@@ -41,6 +42,24 @@ for _note in PLAN.rehearsal_notes + ([PLAN.tinygrad_eval_note] if PLAN.tinygrad_
 
 BASEDIR = PLAN.basedir
 PRE = PLAN.preprocessing
+
+
+# The run's footprint (mlperf_bert/footprint.py): the bytes each folder of the basedir holds when the run is done,
+# against the free space there, printed once by a dry run (`snakemake -n`). It is an input function of `rule all`, the
+# first one Snakemake evaluates while it builds the DAG: by then it knows whether it runs dry (not while the Snakefile is
+# read). It adds no input.
+FOOTPRINT_SHOWN = []
+
+
+def footprint_note(wildcards=None):
+    if workflow.dryrun and not FOOTPRINT_SHOWN:
+        FOOTPRINT_SHOWN.append(True)
+        try:
+            for line in plan_footprint(PLAN, REPO).lines():
+                print(line, file=sys.stderr)
+        except (UserError, OSError) as e:
+            print(f"footprint: not planned ({e})", file=sys.stderr)
+    return []
 
 
 # The command line of this Snakemake run, for the provenance records and the submission README: written once into

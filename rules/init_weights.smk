@@ -10,6 +10,8 @@ rule convert_init_weights:
         bert_config=B("download/bert_config.json"),
     output:
         B("checkpoint/model.safetensors"),
+    params:
+        space_check=uncompared(PLAN.space_check),
     log:
         B("logs/convert_init_weights/convert_init_weights.log"),
     conda:

@@ -11,6 +11,7 @@ checkpoint extract:
         B("results4.files"),
     params:
         dest=lambda w, output: output[0].removesuffix(".files"),
+        space_check=uncompared(PLAN.space_check),
     log:
         B("logs/extract/extract.log"),
     conda:

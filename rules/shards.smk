@@ -15,6 +15,7 @@ rule shard:
         **PRE,
         # the shard format: a shard of an older one (version 1 recorded no source text) is rebuilt
         shard_format=SHARD_FORMAT,
+        space_check=uncompared(PLAN.space_check),
     log:
         B("logs/shard/{topic}.log"),
     conda:
@@ -52,6 +53,7 @@ rule evalset:
     params:
         **PRE,
         shard_format=SHARD_FORMAT,
+        space_check=uncompared(PLAN.space_check),
         num_examples=PLAN.eval_examples,
     log:
         B("logs/evalset/evalset.log"),

@@ -39,6 +39,7 @@ if PLAN.trainer == "tinygrad":
         params:
             max_seq_length=PRE["max_seq_length"],
             max_predictions_per_seq=PRE["max_predictions_per_seq"],
+            space_check=uncompared(PLAN.space_check),
         log:
             B("logs/tinygrad/export.log"),
         conda:

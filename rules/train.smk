@@ -32,6 +32,7 @@ rule train:
         max_seq_length=PRE["max_seq_length"],
         max_predictions_per_seq=PRE["max_predictions_per_seq"],
         rehearsal_notes=PLAN.rehearsal_notes,
+        space_check=uncompared(PLAN.space_check),
         # derived from the output (under the basedir), so Snakemake does not compare them: a moved tree reruns nothing
         ckpt_dir=lambda w, output: str(target_basedir(output[0], RESULT_LOG) / "train" / w.platform / f"seed_{w.seed}"),
         work_log=lambda w, output: str(target_basedir(output[0], RESULT_LOG) / "logs" / "train" / w.platform

@@ -22,6 +22,7 @@ LONGEST_FIRST = [
   "workflow/test_end_to_end.py",      # the demo, its audits, the submission, two whitewashing reruns
   "workflow/test_rehearsal.py",       # green's rehearsal through the whole DAG (--all: three more trainings)
   "train/test_train.py",              # the train rule killed and resumed, and some 20 short training runs
+  "workflow/test_disk_space.py",      # the demo on a small tmpfs: refused, filled mid-run, resumed
   "workflow/test_slurm.py",           # a SLURM cluster brought up (apt-installed on a fresh machine), three runs
   "train/test_parity.py",
   "train/test_dress.py",              # BERT-large's step at 1 and 2 layers compiled by nvrtc, a refused BS, NULL vs CPU
@@ -114,3 +115,38 @@ def demo_text(tmp_path_factory):
       dest.parent.mkdir(parents=True, exist_ok=True)
       dest.write_bytes(tar.extractfile(m).read())
   return out / "results4"
+
+
+# ---- a real small filesystem: a tmpfs of a given size (tests of full disks and of the space checks). It needs
+# `mount -t tmpfs` (root, or a user namespace that allows it); a test skips, saying so, only where it cannot mount.
+def mount_tmpfs(path: Path, size: str) -> None:
+  """Mount a tmpfs of `size` (mount's syntax: 256k, 100M) at `path` (made if missing); pytest.skip when this machine
+  does not let the tests mount one."""
+  import subprocess
+  path.mkdir(parents=True, exist_ok=True)
+  r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True, text=True)
+  if r.returncode != 0:
+    pytest.skip(f"needs a tmpfs of {size} (mount -t tmpfs, as root): cannot mount one here ({r.stderr.strip()})")
+
+
+def resize_tmpfs(path: Path, size: str) -> None:
+  import subprocess
+  subprocess.run(["mount", "-o", f"remount,size={size}", str(path)], check=True)
+
+
+def unmount(path: Path) -> None:
+  import subprocess
+  subprocess.run(["umount", "--lazy", str(path)], check=False)
+
+
+@pytest.fixture
+def tmpfs(tmp_path):
+  """tmpfs(size) -> the mount point of a fresh tmpfs of that size, unmounted after the test."""
+  mounts = []
+  def make(size: str) -> Path:
+    mnt = tmp_path / f"tmpfs-{len(mounts)}"
+    mount_tmpfs(mnt, size)
+    mounts.append(mnt)
+    return mnt
+  yield make
+  for m in mounts: unmount(m)

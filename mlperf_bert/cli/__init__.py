@@ -13,7 +13,7 @@ import argparse, sys
 
 from mlperf_bert.errors import UserError
 from mlperf_bert.cli.audit import _add_audit, _add_workers
-from mlperf_bert.cli.data import _add_config, _add_data
+from mlperf_bert.cli.data import _add_config, _add_data, _add_footprint
 from mlperf_bert.cli.train import _add_dress, _add_train
 
 # ---------------------------------------------------------------------------------------------------- main
@@ -22,6 +22,7 @@ def build_parser() -> argparse.ArgumentParser:
   p = argparse.ArgumentParser(prog="python -m mlperf_bert", description=__doc__.splitlines()[0])
   sub = p.add_subparsers(dest="command", required=True)
   _add_config(sub)
+  _add_footprint(sub)
   _add_data(sub)
   _add_train(sub)
   _add_dress(sub)
@@ -38,4 +39,9 @@ def main(argv: list[str] | None = None) -> int:
     return int(args.func(args) or 0)
   except UserError as e:
     print(f"error: {e}", file=sys.stderr)
+    return 2
+  except OSError as e:  # a write the disk refused that no writer turned into its one line
+    from mlperf_bert.fileio import FULL
+    if e.errno not in FULL: raise
+    print(f"error: {e.filename or 'a write'}: {e.strerror}; free space on that disk and rerun", file=sys.stderr)
     return 2

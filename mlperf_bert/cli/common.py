@@ -1,4 +1,4 @@
-"""What the command line's parts share: the log line, the number type, the --set parser."""
+"""What the command line's parts share: the log line, the number type, the --set parser, the space check's flag."""
 from __future__ import annotations
 import argparse, sys
 from typing import Any
@@ -19,6 +19,11 @@ def _positive(kind):
     return v
   parse.__name__ = kind.__name__
   return parse
+
+
+def _space_flag(p: argparse.ArgumentParser) -> None:
+  p.add_argument("--no-space-check", action="store_true",
+                 help="write even when the output's filesystem has less free space than it is planned to take")
 
 
 def _parse_set(items: list[str] | None) -> dict[str, Any]:

@@ -1,11 +1,11 @@
-"""The data wing's subcommands (download ... features) and check-config."""
+"""The data wing's subcommands (download ... features), check-config and footprint."""
 from __future__ import annotations
 import argparse
 from pathlib import Path
 
 from mlperf_bert.constants import EVAL_SAMPLES
 from mlperf_bert.errors import UserError
-from mlperf_bert.cli.common import _log, _positive
+from mlperf_bert.cli.common import _log, _positive, _space_flag
 
 
 # ---------------------------------------------------------------------------------------------------- data
@@ -20,7 +20,7 @@ def _cmd_download(a) -> int:
 
 def _cmd_extract(a) -> int:
   from mlperf_bert.data.extract import extract_results
-  extract_results(a.tarball, a.manifest, a.output)
+  extract_results(a.tarball, a.manifest, a.output, space_check=not a.no_space_check)
   return 0
 
 
@@ -40,7 +40,8 @@ def _cmd_verify_eval(a) -> int:
 def _instance_settings(a) -> dict:
   return dict(max_seq_length=a.max_seq_length, max_predictions_per_seq=a.max_predictions_per_seq,
               masked_lm_prob=a.masked_lm_prob, short_seq_prob=a.short_seq_prob, random_seed=a.random_seed,
-              dupe_factor=a.dupe_factor, engine=a.engine, progress=not a.no_progress, log=_log)
+              dupe_factor=a.dupe_factor, engine=a.engine, progress=not a.no_progress, log=_log,
+              space_check=not a.no_space_check)
 
 
 def _cmd_shard(a) -> int:
@@ -88,6 +89,24 @@ def _cmd_check_config(a) -> int:
   return 0
 
 
+def _add_footprint(sub) -> None:
+  p = sub.add_parser("footprint", help="the run's footprint: the bytes each folder of the basedir holds when the "
+                     "workflow is done, against its free space (what `snakemake -n` prints)")
+  p.add_argument("--json", action="store_true", help="print it as JSON (bytes), not as the dry run's lines")
+  p.add_argument("--snakemake-args", nargs=argparse.REMAINDER, metavar="ARG", default=[],
+                 help="the arguments of the `snakemake` command to plan (all that follows: --profile, --configfile, "
+                      "--config ...), read with Snakemake's own parser; none: the demo's config.yaml")
+  p.set_defaults(func=_cmd_footprint)
+
+
+def _cmd_footprint(a) -> int:
+  import json
+  from mlperf_bert.footprint import plan_snakemake_args
+  fp = plan_snakemake_args(a.snakemake_args, repo=Path(__file__).resolve().parents[2], workdir=Path.cwd())
+  print(json.dumps(fp.as_dict(), indent=1) if a.json else "\n".join(fp.lines()))
+  return 0
+
+
 def _add_data(sub) -> None:
   p = sub.add_parser("download", help="fetch one artifact (mlcommons-r2:, gdrive:<id>, URL or path) and check its md5")
   p.add_argument("--source", required=True,
@@ -109,6 +128,7 @@ def _add_data(sub) -> None:
   p.add_argument("--tarball", required=True)
   p.add_argument("--manifest", required=True, help="bert_reference_results_text_md5.txt")
   p.add_argument("--output", required=True, help="the results4/ folder to create")
+  _space_flag(p)
   p.set_defaults(func=_cmd_extract)
 
   p = sub.add_parser("verify", help="check extracted files against the md5 manifest")
@@ -132,6 +152,7 @@ def _add_data(sub) -> None:
     p.add_argument("--engine", choices=["auto", "numba", "python"], default="auto",
                    help="instance engine (same output; 'auto' = python for small files, else numba when installed)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    _space_flag(p)
 
   p = sub.add_parser("shard", help="tokenize one topic text file and write its pretraining shard",
                      description="Reference-identical masked-LM/next-sentence instances of one text file, as a shard "

@@ -3,14 +3,14 @@ from __future__ import annotations
 import argparse, json, os, sys
 
 from mlperf_bert.errors import UserError
-from mlperf_bert.cli.common import _log, _parse_set
+from mlperf_bert.cli.common import _log, _parse_set, _space_flag
 
 
 # ---------------------------------------------------------------------------------------------------- train
 
 def _cmd_convert(a) -> int:
   from mlperf_bert.train.init_weights import convert_tf_checkpoint
-  stats = convert_tf_checkpoint(a.checkpoint, a.bert_config, a.output, log=_log)
+  stats = convert_tf_checkpoint(a.checkpoint, a.bert_config, a.output, log=_log, space_check=not a.no_space_check)
   print(json.dumps(stats, indent=1))
   return 0
 
@@ -34,7 +34,8 @@ def _cmd_train(a) -> int:
   from mlperf_bert.train.run import TrainRun
   inputs = RunInputs.of(shards=list_shards(a.shards), eval_set=a.eval, bert_config=a.bert_config, log=a.out,
                         work_log=a.work_log, ckpt_dir=a.ckpt_dir, max_seq_length=a.max_seq_length,
-                        max_predictions_per_seq=a.max_predictions_per_seq, init_weights=a.init_weights)
+                        max_predictions_per_seq=a.max_predictions_per_seq, init_weights=a.init_weights,
+                        space_check=not a.no_space_check)
   # which process wrote which phase (the train rule runs INIT and RUN as two processes: INIT_PROCESS separate)
   _log(f"train: phase {a.phase} in process {os.getpid()}")
   run = TrainRun(settings, inputs)
@@ -55,6 +56,7 @@ def _add_train(sub) -> None:
   p.add_argument("--checkpoint", required=True, help="checkpoint prefix, e.g. download/model.ckpt-28252")
   p.add_argument("--bert-config", required=True, help="bert_config.json of the checkpoint")
   p.add_argument("--output", required=True, help="safetensors file to write")
+  _space_flag(p)
   p.set_defaults(func=_cmd_convert)
 
   p = sub.add_parser("train", help="train BERT with tinygrad and write an MLPerf result log",
@@ -85,6 +87,7 @@ def _add_train(sub) -> None:
                       "init_stop); run: the RUN phase alone, appended to that work log (tinygrad's run_and_time.sh "
                       "runs them as two processes)")
   p.add_argument("--work-log", help="the MLPerf log while the run is unfinished (default: <out>.partial)")
+  _space_flag(p)
   p.set_defaults(func=_cmd_train)
 
 

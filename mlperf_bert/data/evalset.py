@@ -14,6 +14,7 @@ import numpy as np
 
 from mlperf_bert.errors import UserError
 from mlperf_bert.data.corpus import preprocessing_settings
+from mlperf_bert.data.footprint import check_evalset_space
 from mlperf_bert.data.instances import make_instances, summary_line, warn_dropped, write_instances
 
 
@@ -30,11 +31,14 @@ def pick_indices(n: int, num_examples: int) -> np.ndarray:
 def build_evalset(text_path, vocab_path, out_path, *, num_examples: int = 10000, max_seq_length: int = 512,
                   max_predictions_per_seq: int = 76, masked_lm_prob: float = 0.15, short_seq_prob: float = 0.1,
                   random_seed: int = 12345, dupe_factor: int = 10, engine: str = "auto", progress: bool = False,
-                  log: Callable[[str], None] | None = print) -> dict:
-  """eval.txt -> the picked eval set shard (and its .sha256). Stats as build_shard's plus `candidates` (n)."""
+                  log: Callable[[str], None] | None = print, space_check: bool = True) -> dict:
+  """eval.txt -> the picked eval set shard (and its .sha256). Stats as build_shard's plus `candidates` (n). With
+  `space_check`, the planned eval set must fit before eval.txt is read (data/footprint.py)."""
   t0 = time.process_time()
   st = preprocessing_settings(max_seq_length, max_predictions_per_seq, masked_lm_prob, short_seq_prob, random_seed,
                               dupe_factor)
+  if space_check:
+    check_evalset_space(text_path, out_path, rows=int(num_examples), max_seq_length=max_seq_length)
   corpus, inst, ids = make_instances(text_path, vocab_path, st, engine=engine, progress=progress)
   rows = pick_indices(len(inst), int(num_examples))
   stats = write_instances(out_path, corpus, inst.take(rows), st, ids, eval_set=True)

@@ -13,6 +13,7 @@ import gzip, os, shutil, tarfile, tempfile, zlib
 from pathlib import Path, PurePosixPath
 from typing import Callable
 
+from mlperf_bert.data.footprint import check_extract_space
 from mlperf_bert.errors import UserError
 from mlperf_bert.fileio import _owner, atomic_path, remove_stale_temps, write_error
 
@@ -87,16 +88,20 @@ def _drain(gz: gzip.GzipFile) -> None:
 
 
 def extract_results(tarball: str | Path, manifest_path: str | Path, dest: str | Path,
-                    listing: str | Path | None = None, log: Callable[[str], None] = print) -> list[str]:
+                    listing: str | Path | None = None, log: Callable[[str], None] = print,
+                    space_check: bool = True) -> list[str]:
   """Extract the regular files of `tarball`'s results4/ into `dest`; returns the extracted file names.
 
   `listing`, when given, is written last (atomically): one `<size>  <name>` line per extracted file. The
   workflow uses it as the extract step's output, so each extracted file keeps its own modification time
   and an edited topic reruns exactly that topic's chain. A file already in `dest` with the same bytes keeps its
-  modification time (a touched tarball rebuilds nothing after the extraction).
+  modification time (a touched tarball rebuilds nothing after the extraction). With `space_check`, the text must fit
+  beside `dest` before anything is written (data/footprint.py).
   """
   tarball, dest = Path(tarball), Path(dest)
   wanted = parse_manifest(manifest_path)
+  if space_check:
+    check_extract_space(tarball, dest)
   corrupt = f"{tarball}: the archive is corrupt or truncated (%s); delete it and rerun to download it again"
   try:
     dest.parent.mkdir(parents=True, exist_ok=True)

@@ -275,16 +275,21 @@ def summary_line(stats: dict) -> str:
 def build_shard(text_path, vocab_path, out_path, *, max_seq_length: int = 512, max_predictions_per_seq: int = 76,
                 masked_lm_prob: float = 0.15, short_seq_prob: float = 0.1, random_seed: int = 12345,
                 dupe_factor: int = 10, engine: str = "auto", progress: bool = False,
-                log: Callable[[str], None] | None = print) -> dict:
-  """One topic's text -> its shard (and `<shard>.sha256`), identical in content to the reference's TFRecord.
+                log: Callable[[str], None] | None = print, space_check: bool = True) -> dict:
+  """One topic's text -> its shard (and `<shard>.sha256`), identical in content to the reference's TFRecord. With
+  `space_check`, the planned shard must fit before the text is read (data/footprint.py).
 
   Returns stats: output, instances, tokens, predictions, bytes, text_bytes, dropped_bytes, documents,
   sentences, cpu_seconds. `log` gets the summary line (and a warning if invalid UTF-8 bytes were dropped).
   """
   import time
+  from mlperf_bert.data.footprint import check_shard_space
   t0 = time.process_time()
   st = preprocessing_settings(max_seq_length, max_predictions_per_seq, masked_lm_prob, short_seq_prob, random_seed,
                               dupe_factor)
+  if space_check:
+    check_shard_space(text_path, out_path, max_seq_length=max_seq_length,
+                      max_predictions_per_seq=max_predictions_per_seq, dupe_factor=dupe_factor)
   corpus, inst, ids = make_instances(text_path, vocab_path, st, engine=engine, progress=progress)
   stats = write_instances(out_path, corpus, inst, st, ids)
   stats["cpu_seconds"] = time.process_time() - t0

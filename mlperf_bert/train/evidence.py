@@ -43,18 +43,14 @@ def weights_path(log_path: str | os.PathLike) -> Path:
 def save_final_weights(trainer, path: str | os.PathLike, folder: Path) -> dict[str, Any]:
   """The model's weights to `path` (safetensors, atomically); returns the train record's entry (path relative to
   `folder`, bytes, sha256)."""
-  from safetensors.numpy import save_file
   from tinygrad import dtypes
-  from mlperf_bert.fileio import atomic_path, file_digest
+  from mlperf_bert.fileio import file_digest, save_safetensors
   arrays = {}
   for k, t in trainer.model.state_dict().items():
     if isinstance(t.device, tuple): t = t.to(t.device[0])
     if t.dtype == dtypes.bfloat16: t = t.float()
     arrays[k] = np.ascontiguousarray(t.numpy())
-  with atomic_path(path) as tmp:
-    mode = tmp.stat().st_mode & 0o777
-    save_file(arrays, str(tmp), metadata={"format": WEIGHTS_FORMAT})
-    os.chmod(tmp, mode)  # safetensors writes a file of its own (0600); keep the target's usual permissions
+  save_safetensors(arrays, path, {"format": WEIGHTS_FORMAT})
   return {"path": os.path.relpath(os.path.abspath(path), os.path.abspath(folder)), "bytes": os.path.getsize(path),
           "sha256": file_digest(path, "sha256")}
 

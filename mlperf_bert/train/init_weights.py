@@ -34,18 +34,27 @@ def _tf_checkpoint_files(prefix: Path) -> list[Path]:
 
 
 def convert_tf_checkpoint(ckpt_prefix: str | os.PathLike, bert_config_path: str | os.PathLike,
-                          out_path: str | os.PathLike, log: Callable[[str], None] = print) -> dict:
+                          out_path: str | os.PathLike, log: Callable[[str], None] = print,
+                          space_check: bool = True) -> dict:
   """Convert a Google-BERT TensorFlow checkpoint into a float32 safetensors file; return statistics.
 
   Every variable of the model described by `bert_config_path` must be in the checkpoint with the shape the
   config implies. Returns {"model_variables", "parameters", "optimizer_variables_skipped",
-  "other_variables_skipped", "other_variables", "bytes", "sha256", "seconds"}.
+  "other_variables_skipped", "other_variables", "bytes", "sha256", "seconds"}. With `space_check`, the weights (4
+  bytes a parameter) must fit where they go before TensorFlow is loaded.
   """
-  import tensorflow as tf  # the `tf` extra; only this stage needs it
-
   t0 = time.monotonic()
   prefix = Path(ckpt_prefix)
   config = BertConfig.from_json(bert_config_path)
+  if space_check:
+    from mlperf_bert.data.footprint import SHRINK
+    from mlperf_bert.space import check_space, human
+    from mlperf_bert.train.footprint import weights_bytes
+    need = weights_bytes(dataclasses.asdict(config))
+    check_space({Path(out_path).parent: need}, what=f"converting {prefix.name}", shrink=SHRINK,
+                detail=f"BERT's {human(need)} of float32 weights, from {Path(bert_config_path).name}")
+  import tensorflow as tf  # the `tf` extra; only this stage needs it
+
   for f in _tf_checkpoint_files(prefix):
     if not f.is_file():
       raise UserError(f"{prefix}: checkpoint file {f} is missing; download all of model.ckpt-28252.* "

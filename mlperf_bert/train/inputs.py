@@ -23,22 +23,26 @@ class RunInputs:
   max_seq_length: int
   max_predictions_per_seq: int
   init_weights: Path | None = None  # the initial weights; None: a seeded random init
+  space_check: bool = True          # check that what the run writes fits before it writes (train/footprint.py)
 
   @classmethod
   def of(cls, *, shards: Sequence[str | os.PathLike], eval_set, bert_config, log, work_log=None, ckpt_dir,
-         max_seq_length: int, max_predictions_per_seq: int, init_weights=None) -> "RunInputs":
+         max_seq_length: int, max_predictions_per_seq: int, init_weights=None, space_check: bool = True
+         ) -> "RunInputs":
     """From paths as given (the work log defaults to `<log>.partial`)."""
     log = Path(log)
     return cls(tuple(Path(p) for p in shards), Path(eval_set), Path(bert_config), log,
                Path(work_log) if work_log else log.with_name(log.name + ".partial"), Path(ckpt_dir),
-               int(max_seq_length), int(max_predictions_per_seq), Path(init_weights) if init_weights else None)
+               int(max_seq_length), int(max_predictions_per_seq), Path(init_weights) if init_weights else None,
+               bool(space_check))
 
   def argv(self) -> list[str]:
     """The same inputs as arguments of `python -m mlperf_bert train` (cli/train.py reads them back with `of`)."""
     args = ["--shards", *map(str, self.shards), "--eval", str(self.eval_set), "--bert-config", str(self.bert_config),
             "--max-seq-length", str(self.max_seq_length), "--max-predictions-per-seq", str(self.max_predictions_per_seq),
             "--out", str(self.log), "--work-log", str(self.work_log), "--ckpt-dir", str(self.ckpt_dir)]
-    return args + (["--init-weights", str(self.init_weights)] if self.init_weights else [])
+    return args + (["--init-weights", str(self.init_weights)] if self.init_weights else []) + \
+      ([] if self.space_check else ["--no-space-check"])
 
 
 def _same_file(a: Path, b: Path) -> bool:

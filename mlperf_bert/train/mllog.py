@@ -3,7 +3,9 @@
 One `ResultLog` per run writes to its own file (a private `logging.Logger`, so several runs in one process never
 share handlers) and, optionally, echoes each line to stdout. The keys and their order follow tinygrad's
 train_bert: the INIT phase (submission_*, cache_clear, init_start, init_stop) then the RUN phase (run_start,
-seed, hyperparameters, epoch/block/eval events, run_stop).
+seed, hyperparameters, epoch/block/eval events, run_stop). Each line is appended whole or not at all: a write the
+disk refuses (full, quota, size limit) is cut back to the line before and is fileio's one-line error, so a rerun
+resumes from the checkpoint on an intact log (logging's own FileHandler would print a traceback and go on).
 """
 from __future__ import annotations
 import itertools, logging, os, sys
@@ -13,21 +15,58 @@ from typing import Any
 from mlperf_logging.mllog import mllog
 from mlperf_logging.mllog import constants as C
 
+from mlperf_bert.fileio import write_error
 from mlperf_bert.mlperf_log import REHEARSAL_KEY
 from mlperf_bert.train.settings import Settings, SubmissionSettings
 
 _ids = itertools.count()
 
 
+class _WholeLines(logging.Handler):
+  """Appends each record to `path` as one whole line; a refused write truncates the file back to the line before and
+  raises (fileio.write_error's one line)."""
+  def __init__(self, path: Path, append: bool):
+    super().__init__()
+    self.path = path
+    self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | (0 if append else os.O_TRUNC), 0o666)
+
+  def emit(self, record: logging.LogRecord) -> None:
+    data = memoryview((self.format(record) + "\n").encode())
+    size = os.fstat(self.fd).st_size
+    try:
+      while data:
+        data = data[os.write(self.fd, data):]
+    except OSError as e:
+      try: os.ftruncate(self.fd, size)
+      except OSError: pass
+      raise (write_error(e, self.path) or e) from None
+
+  def close(self) -> None:
+    if self.fd >= 0:
+      os.close(self.fd)
+      self.fd = -1
+    super().close()
+
+
+class _Echo(logging.StreamHandler):
+  """The echo to stdout: best effort (a job log on a full disk loses the line, the result log keeps it)."""
+  def handleError(self, record: logging.LogRecord) -> None:
+    pass
+
+
 class ResultLog:
   def __init__(self, path: str | os.PathLike, echo: bool = True, append: bool = False):
     self.path = Path(path)
-    self.path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+      self.path.parent.mkdir(parents=True, exist_ok=True)
+      lines = _WholeLines(self.path, append)
+    except OSError as e:
+      raise (write_error(e, self.path) or e) from None
     self._logger = logging.getLogger(f"mlperf_bert.result.{os.getpid()}.{next(_ids)}")
     self._logger.propagate = False
     self._logger.setLevel(logging.INFO)
-    self._handlers: list[logging.Handler] = [logging.FileHandler(self.path, mode="a" if append else "w")]
-    if echo: self._handlers.append(logging.StreamHandler(sys.stdout))
+    self._handlers: list[logging.Handler] = [lines]
+    if echo: self._handlers.append(_Echo(sys.stdout))
     for h in self._handlers:
       h.setLevel(logging.INFO)
       self._logger.addHandler(h)

@@ -17,12 +17,14 @@ process (TrainRun.run(phase="all")), after exporting the settings' tinygrad envi
 tinygrad.
 """
 from __future__ import annotations
-import ctypes, dataclasses, os, signal, subprocess, sys, time
+import ctypes, dataclasses, os, select, signal, subprocess, sys, time
 from pathlib import Path
 from typing import Any
 
 from mlperf_bert.errors import UserError
+from mlperf_bert.fileio import FULL
 from mlperf_bert.train.environment import export_tinygrad_env
+from mlperf_bert.train.footprint import check_train_space
 from mlperf_bert.train.hparams import load_platform, resolve
 from mlperf_bert.train.inputs import RunInputs
 from mlperf_bert.train.settings import Settings, read_json, to_json
@@ -61,40 +63,63 @@ def _die_with_parent():
   except (OSError, AttributeError): pass
 
 
-def _failure_detail(log: Path | None, offset: int) -> str:
-  """The child's own one-line error (or its last line) from what it appended to the log."""
+def _failure_detail(tail: bytes, log: Path | None) -> str:
+  """The child's own one-line error (or its last line) from the end of its output."""
   if log is None: return "its output is above"
-  try:
-    with open(log, "rb") as f:
-      f.seek(offset); lines = [l.strip() for l in f.read().decode(errors="replace").splitlines() if l.strip()]
-  except OSError: lines = []
+  lines = [l.strip() for l in tail.decode(errors="replace").replace("\r", "\n").splitlines() if l.strip()]
   errors = [l for l in lines if l.startswith("error: ")]
   last = (errors or lines or ["(no output)"])[-1][:300]
   return f"{last} (its output: {log})"
 
 
+TAIL_BYTES = 1 << 16  # the end of a child's output kept in memory, for its error line
+
+
+def _copy_output(p: subprocess.Popen, log: Path) -> tuple[bytes, int]:
+  """Append what the child `p` writes to its stdout pipe to `log` as it comes, until the pipe is closed or, once the
+  child has exited, is silent for a second (a grandchild may hold it); a write the disk refuses is dropped, not fatal
+  (the child's own error line is still read). Returns the output's last TAIL_BYTES and the bytes dropped."""
+  tail, lost, src = b"", 0, p.stdout.fileno()
+  fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666)
+  try:
+    while True:
+      if not select.select([src], [], [], 1.0)[0]:
+        if p.poll() is not None: break
+        continue
+      chunk = os.read(src, 1 << 16)
+      if not chunk: break
+      tail = (tail + chunk)[-TAIL_BYTES:]
+      try: os.write(fd, chunk)
+      except OSError as e:
+        if e.errno not in FULL: raise
+        lost += len(chunk)
+  finally:
+    os.close(fd)
+  return tail, lost
+
+
 def run_phase(phase: str, cmd: list[str], env: dict[str, str], log: Path | None, stdin: str | None = None
               ) -> PhaseProcess:
   """Run one phase's process to its end, `stdin` (text) on its standard input, its stdout and stderr appended to
-  `log` (None: this process's); a non-zero exit is a one-line UserError naming the phase and the log. Interrupted
+  `log` through this process (None: this process's own; a full disk drops the log's lines, never the child's error
+  line); a non-zero exit is a one-line UserError naming the phase, the child's error line and the log. Interrupted
   (Ctrl-C, the job stopped), it gives the child (which usually got the same signal through its process group) 2 s
   to stop, then sends it SIGINT (the resumable way: checkpoints are written atomically) and after 30 s SIGKILL.
   Killed itself, its child gets SIGTERM (Linux: PR_SET_PDEATHSIG), so no orphan goes on writing the work log."""
   sys.stdout.flush(); sys.stderr.flush()
   if log is not None: log.parent.mkdir(parents=True, exist_ok=True)
-  offset = log.stat().st_size if log is not None and log.exists() else 0
   print(f"train: {phase.upper()} phase: a new process, python -m mlperf_bert train --phase {phase} ...", flush=True)
-  st = time.perf_counter()
-  out = open(log, "a") if log is not None else None
+  st, tail, lost = time.perf_counter(), b"", 0
+  p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE if log else None,
+                       stderr=subprocess.STDOUT if log else None, stdin=subprocess.PIPE if stdin is not None else None,
+                       preexec_fn=_die_with_parent if sys.platform == "linux" else None)
   try:
-    p = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT if out else None,
-                         stdin=subprocess.PIPE if stdin is not None else None,
-                         preexec_fn=_die_with_parent if sys.platform == "linux" else None)
     try:
       if stdin is not None:
         try: p.stdin.write(stdin.encode())
-        except BrokenPipeError: pass  # the child ended before reading: its exit code and log say why
+        except BrokenPipeError: pass  # the child ended before reading: its exit code and output say why
         finally: p.stdin.close()
+      if log is not None: tail, lost = _copy_output(p, log)
       rc = p.wait()
     except BaseException:  # the child mostly got the same signal; else it is asked, then made, to stop
       for sig, secs in ((None, 2), (signal.SIGINT, 30), (signal.SIGKILL, None)):
@@ -103,12 +128,14 @@ def run_phase(phase: str, cmd: list[str], env: dict[str, str], log: Path | None,
         except subprocess.TimeoutExpired: pass
       raise
   finally:
-    if out is not None: out.close()
+    if p.stdout is not None: p.stdout.close()
   secs = time.perf_counter() - st
+  if lost: print(f"warning: {lost} bytes of the {phase.upper()} process's output are missing from {log}: its disk was "
+                 "full", flush=True)
   print(f"train: {phase.upper()} phase: process {p.pid} exited with {rc} after {secs:.1f} s", flush=True)
   if rc != 0:
     how = f"was killed by {signal.Signals(-rc).name}" if rc < 0 else f"failed (exit {rc})"
-    raise UserError(f"the {phase.upper()} phase (process {p.pid}) {how}: {_failure_detail(log, offset)}")
+    raise UserError(f"the {phase.upper()} phase (process {p.pid}) {how}: {_failure_detail(tail, log)}")
   return PhaseProcess(phase, p.pid, secs)
 
 
@@ -123,6 +150,8 @@ def train_job(s: Settings, inputs: RunInputs, *, log=None, stop_after: int | Non
   resumable work log and checkpoint (TrainRun.run). INIT_PROCESS same: both phases in this process; returns
   TrainRun.run's RunResult. Call it before tinygrad is imported: the `same` branch exports the settings' tinygrad
   environment into this process first."""
+  if inputs.space_check:  # before the INIT phase (hours of compiling on a GPU box): the run must fit
+    check_train_space(s, inputs)
   if s.init.process == "same":  # resolve() checked it is separate or same
     for note in export_tinygrad_env(s, os.environ): print(note, flush=True)  # before tinygrad is imported
     from mlperf_bert.train.run import TrainRun

@@ -12,11 +12,10 @@ from typing import Any, Callable
 
 import numpy as np
 from safetensors import SafetensorError, safe_open
-from safetensors.numpy import save_file
 from tinygrad import Tensor, dtypes
 
 from mlperf_bert.errors import UserError
-from mlperf_bert.fileio import atomic_path
+from mlperf_bert.fileio import save_safetensors
 from mlperf_bert.train.trainer import ModelTrainer
 
 CKPT_RE = re.compile(r"^ckpt_(\d{8})\.safetensors$")
@@ -70,13 +69,10 @@ def state_arrays(trainer: ModelTrainer) -> dict[str, np.ndarray]:
 def write_state(trainer: ModelTrainer, path: Path, *, step: int, position: int, seed: int, fingerprint: str,
                 extra: dict[str, str] | None = None) -> Path:
   """The training state after `step` steps (the loader at sample `position`) to `path`, atomically; `extra`: more
-  metadata."""
+  metadata. A full disk is one line (fileio.save_safetensors) and leaves no file."""
   meta = {"step": str(step), "position": str(position), "seed": str(seed), "fingerprint": fingerprint,
           "format": FORMAT, **(extra or {})}
-  with atomic_path(path) as tmp:
-    mode = tmp.stat().st_mode & 0o777
-    save_file(state_arrays(trainer), str(tmp), metadata=meta)
-    os.chmod(tmp, mode)  # safetensors writes a file of its own (0600); keep the target's usual permissions
+  save_safetensors(state_arrays(trainer), path, meta)
   return path
 
 

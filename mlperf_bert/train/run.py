@@ -38,6 +38,7 @@ from mlperf_bert.mlperf_log import event_keys
 from mlperf_bert.train.benchmark import benchmark
 from mlperf_bert.train.evaluation import eval_at
 from mlperf_bert.train.evidence import save_final_weights, weights_path
+from mlperf_bert.train.footprint import check_train_space
 from mlperf_bert.train.hparams import fingerprinted
 from mlperf_bert.train.init_weights import check_weight_shapes
 from mlperf_bert.train.inputs import RunInputs, check_train_inputs
@@ -175,6 +176,8 @@ class TrainRun:
     another process: tinygrad's run_and_time.sh). A resumable run (a checkpoint of these settings and a work log
     with run_start) is continued in every phase: "init" and "all" only compile then, nothing is logged twice."""
     start = self._start(phase)
+    if self.inputs.space_check:  # before anything is written: what the run writes to its end must fit
+      check_train_space(self.s, self.inputs)
     if start.new_log: self.inputs.work_log.unlink(missing_ok=True)
     log = ResultLog(self.inputs.work_log, echo=self.echo, append=not start.new_log)
     try:

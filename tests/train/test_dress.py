@@ -59,6 +59,15 @@ def test_green_compiles_every_kernel_with_nvrtc(green):
 
 
 @pytest.mark.slow
+def test_green_answer_says_the_disk_a_run_takes(green):
+  # train/footprint.py's state (12 bytes a parameter of bert_config.json) is the state the dress holds on a device
+  p, r = green
+  fp = r["footprint"]
+  assert fp["state_bytes"] == pytest.approx(max(r["memory"]["persistent"].values()), rel=PERSISTENT_TOL)
+  assert fp["states"] == 21 and fp["runs"] == 10 and "disk a seed: 86.1 GB when done (21 kept state(s)" in p.stdout
+
+
+@pytest.mark.slow
 def test_green_per_layer_memory_and_flops_match_the_analytic_count(green):
   _, r = green
   cfg = model_config(CONFIG, resolve(load_platform(platform_path(REPO, "tinybox_green"))).model)

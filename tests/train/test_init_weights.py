@@ -191,3 +191,18 @@ def test_cli_convert(tiny_ckpt, tmp_path, capsys):
   assert json.loads(capsys.readouterr().out)["model_variables"] == len(weights)
   assert cli_main(["convert-checkpoint", "--checkpoint", str(tmp_path / "nope"), "--bert-config", str(cfg_path),
                    "--output", str(out)]) == 2
+
+
+def test_weights_that_would_not_fit_are_refused_before_tensorflow_loads(tiny_ckpt, tmpfs, tmp_path):
+  # 4 bytes a parameter of bert_config.json and the header (train/footprint.py weights_bytes): the file converted, and
+  # the refusal on a 16 kB tmpfs
+  from mlperf_bert.train.footprint import weights_bytes
+  cfg, cfg_path, prefix, _, _ = tiny_ckpt
+  planned = weights_bytes(json.loads(cfg_path.read_text()))
+  assert convert_tf_checkpoint(prefix, cfg_path, tmp_path / "m.safetensors", log=lambda s: None)["bytes"] == \
+    pytest.approx(planned, rel=0.01)
+  mnt = tmpfs("16k")
+  with pytest.raises(UserError, match=r"^not enough disk space for converting model\.ckpt-28252: it writes \d+ kB "
+                                      r"\(BERT's .* of float32 weights.*has 16\.4 kB free.*--no-space-check"):
+    convert_tf_checkpoint(prefix, cfg_path, mnt / "model.safetensors", log=lambda s: None)
+  assert list(mnt.iterdir()) == []

@@ -7,4 +7,4 @@ with job_log(snakemake.log[0]):
     build_shard(snakemake.input.text, snakemake.input.vocab, snakemake.output.shard,
                 max_seq_length=p.max_seq_length, max_predictions_per_seq=p.max_predictions_per_seq,
                 masked_lm_prob=p.masked_lm_prob, short_seq_prob=p.short_seq_prob,
-                random_seed=p.random_seed, dupe_factor=p.dupe_factor, progress=True)
+                random_seed=p.random_seed, dupe_factor=p.dupe_factor, progress=True, space_check=p.space_check)

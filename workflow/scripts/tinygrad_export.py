@@ -8,6 +8,7 @@ from mlperf_bert.train.tinygrad_trainer.export import export
 with job_log(snakemake.log[0]):
     p = snakemake.params
     stats = export(list(snakemake.input.shards), snakemake.input.eval_set, snakemake.output.data,
-                   max_seq_length=p.max_seq_length, max_predictions_per_seq=p.max_predictions_per_seq)
+                   max_seq_length=p.max_seq_length, max_predictions_per_seq=p.max_predictions_per_seq,
+                   space_check=p.space_check)
     with atomic_path(snakemake.output.stats) as tmp:
         tmp.write_text(json.dumps(stats, indent=1) + "\n")

@@ -10,7 +10,8 @@ inputs = RunInputs.of(shards=list(snakemake.input.shards), eval_set=snakemake.in
                       bert_config=snakemake.input.bert_config, log=snakemake.output[0], work_log=p.work_log,
                       ckpt_dir=p.ckpt_dir, max_seq_length=p.max_seq_length,
                       max_predictions_per_seq=p.max_predictions_per_seq,
-                      init_weights=snakemake.input.init_weights[0] if snakemake.input.init_weights else None)
+                      init_weights=snakemake.input.init_weights[0] if snakemake.input.init_weights else None,
+                      space_check=p.space_check)
 
 with job_log(snakemake.log[0]):
     for note in p.rehearsal_notes:  # rehearse=true: what the rehearsal changed (mlperf_bert/train/rehearsal.py)

@@ -36,8 +36,11 @@ def dress_files(platform_file: str | os.PathLike, bert_config: str | os.PathLike
   for note in export_environment(setup, os.environ): log(note)
   from mlperf_bert.fileio import atomic_path
   from mlperf_bert.train.dress.report import format_table, format_timelines
+  from mlperf_bert.train.footprint import dress_footprint  # the disk a run takes (its own module)
   result = run_dress(setup, bert_config, log=log)
-  result["table"] = format_table(result) + ("\n" + format_timelines(result) if timeline else "")
+  result["footprint"] = dress_footprint(setup.settings.replace(BERT_LAYERS=setup.full_depth), bert_config)
+  result["table"] = "\n".join([format_table(result), *result["footprint"]["lines"]]) + \
+    ("\n" + format_timelines(result) if timeline else "")
   for out, text in ((json_out, json.dumps(result, indent=1) + "\n"), (table_out, result["table"] + "\n")):
     if out is None: continue
     with atomic_path(out) as tmp: tmp.write_text(text)
