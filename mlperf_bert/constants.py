@@ -22,6 +22,8 @@ TINYGRAD_PINNED = "0.14.0"
 # A platform's files in the repository: platforms/<name>/platform.yaml (tinygrad settings, hyperparameters, the train
 # job's resources) and platforms/<name>/system.json (its MLPerf system description). profiles/ holds only Snakemake
 # profiles (profiles/<name>/config.yaml sets config `platform: <name>`).
+# The checkout the package runs from: its platforms/, schemas/ and resources/.
+REPO = Path(__file__).resolve().parents[1]
 PLATFORMS_DIR = "platforms"
 PLATFORM_FILE = "platform.yaml"
 SYSTEM_FILE = "system.json"

@@ -16,23 +16,25 @@ from __future__ import annotations
 import argparse, json, statistics, sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from mlperf_bert.mlperf_log import Event, interval_steps, parse_line  # noqa: E402 (the audit reads them alike)
+
 SYSTEMS = ("tinybox_green", "tinybox_red", "tinybox_8xMI300X")
 
 
-def events(path: Path) -> list[dict]:
-  return [json.loads(line.split(":::MLLOG ", 1)[1]) for line in path.read_text().splitlines() if ":::MLLOG " in line]
+def events(path: Path) -> list[Event]:
+  return [e for e in map(parse_line, path.read_text().splitlines()) if isinstance(e, Event)]
 
 
 def run_figures(path: Path) -> dict:
   ev = events(path)
-  key = lambda k: [e for e in ev if e["key"] == k]
-  gbs = key("global_batch_size")[0]["value"]
-  starts = [(e["metadata"]["step_num"], e["time_ms"]) for e in key("eval_start")]
-  stops = [(e["metadata"]["step_num"], e["time_ms"]) for e in key("eval_stop")]
-  per = [(starts[i + 1][1] - stops[i][1]) / (starts[i + 1][0] - stops[i][0]) for i in range(min(len(stops), len(starts) - 1))]
-  status = key("run_stop")[0]["metadata"]["status"] if key("run_stop") else "unknown"
+  key = lambda k: [e for e in ev if e.key == k]
+  gbs = key("global_batch_size")[0].value
+  starts = [e.metadata["step_num"] for e in key("eval_start")]
+  per = interval_steps(ev)   # the audit's own reading (audit/step_band.py)
+  status = key("run_stop")[0].metadata["status"] if key("run_stop") else "unknown"
   return {"log": path.name, "global_batch_size": gbs, "step_ms": round(statistics.median(per), 2), "intervals": len(per),
-          "status": status, "steps_to_target": starts[-1][0] if status == "success" else None}
+          "status": status, "steps_to_target": starts[-1] if status == "success" else None}
 
 
 def main() -> int:

@@ -42,6 +42,7 @@ class Confirmed:
   """What the segment and time checks of one log may rely on (None: the record's own value, unrefuted)."""
   every: int | None = None        # EVIDENCE_STATE_FREQ as the config and platform file give it
   cores: int | None = None        # the most cores the run's machine has, where the record claims more
+  platform: str | None = None     # a GPU record's platform, where its GPU target, device kind and count are the file's
   trust: list[str] = dataclasses.field(default_factory=list)   # what nothing confirmed
 
 
@@ -107,6 +108,18 @@ def _settings_rows(rec: dict, exp: dict, knobs: dict, where: str, strict: bool) 
     out.append(("FAIL", f"GPU target: the train record says {target!r}, {where} gives {knobs.get('DRESS_TARGET')!r} "
                 f"(DRESS_TARGET): the time would be held to another card's roofline; {RETRAIN}"))
   return out
+
+
+def gpu_platform(rec: dict, exp: dict, knobs: dict, name: str) -> str | None:
+  """`name`, the platform of the run's config, when the record is a GPU run of it: its GPU target is the platform's
+  DRESS_TARGET and its device kind and count are the platform's (a GPU kind); None otherwise (the settings rows FAIL
+  a record that differs)."""
+  have = rec.get("settings") if isinstance(rec.get("settings"), dict) else {}
+  target = (rec.get("machine") or {}).get("gpu_target") if isinstance(rec.get("machine"), dict) else None
+  kind = device_kind(have.get("DEV"))
+  if target is None or target != knobs.get("DRESS_TARGET") or kind in ("CPU", "") or \
+     kind != device_kind(exp.get("DEV")) or have.get("GPUS") != exp.get("GPUS"): return None
+  return name
 
 
 def _evidence_rows(rp: Path, raw: dict, rec: dict, every: int | None, why_old: str) -> list[tuple[str, str]]:
@@ -235,6 +248,7 @@ def check_claims(audit: Audit, base: Path, log: Path, run_cfg: dict | None, work
       # this version's evidence is held to the config's frequency; an older version's (or tinygrad's trainer's): its own
       conf.every, compared = (None if why_old else exp.get(FREQ)), f"those {where} gives"
       rows += _settings_rows(rec, exp, knobs, where, strict=not why_old)
+      conf.platform = gpu_platform(rec, exp, knobs, str(run_cfg.get("platform")))
   rows += _evidence_rows(rp, raw, rec, conf.every, why_old)
   if not why_old: rows += _states_rows(base, log, rec)
   rows += _finite_rows(rp, rec) + _device_rows(rec) + _machine_rows(rec, prov, here, conf)

@@ -40,7 +40,13 @@ def run_audit(path: str | os.PathLike, *, ruleset: str = RULESET, strict: bool =
   audit = audit_submission(p, ruleset, strict)
   audit.add("SKIP", "re-execution", str(p), "not re-executable: a received submission holds logs only (no shard "
             "text, no final weights); its numbers are checked, not redone")
-  audit.add("SKIP", "time", str(p), "time and steps taken on trust: a received submission holds no training states, "
-            "so neither how many steps its runs took nor how long is re-executed or bounded by its hardware; its "
-            "logs' times are scored as they say")
+  if any(r.check == "time" and r.status in ("PASS", "FAIL") for r in audit.rows):   # audit/step_band.py's rows
+    audit.add("SKIP", "time", str(p), "steps taken on trust: a received submission holds no training states, so how "
+              "many steps its runs took is not re-executed; its logs' step times are held to the cost model's "
+              "predicted band where its system.json names cards the model knows (the time rows above), the rest of "
+              "their time (the warm-up, the evals) is scored as they say")
+  else:
+    audit.add("SKIP", "time", str(p), "time and steps taken on trust: a received submission holds no training states, "
+              "so neither how many steps its runs took nor how long is re-executed or bounded by its hardware (its "
+              "system.json names no cards the cost model knows); its logs' times are scored as they say")
   return audit

@@ -18,6 +18,7 @@ from mlperf_bert.audit.log_checks import RESULT_COUNT, check_logs, check_ruleset
 from mlperf_bert.audit.path_kind import detect_kind, is_org_dir
 from mlperf_bert.audit.forged import TIME_CHECKS, check_scaling
 from mlperf_bert.audit.rows import Audit, shorten
+from mlperf_bert.audit.step_band import check_step_band
 from mlperf_bert.audit.logs import MLPerfLog, read_log
 from mlperf_bert.audit.untrusted import MAX_JSON_BYTES, MAX_LOG_BYTES, MAX_LOGS_CHECKED, problem, read_untrusted_json
 
@@ -144,6 +145,7 @@ def _audit_system(audit: Audit, org_dir: Path, sysdir: Path, ruleset: str) -> tu
                      expect_platform=system, expect_org=org_dir.name, bert_dir=bert)
   # a forged clock: the official tools would score the edited numbers (a NaN run_stop is no score mismatch)
   forged = any(r.status == "FAIL" and r.check in TIME_CHECKS for r in audit.rows[before:])
+  check_step_band(audit, org_dir, system, logs)   # cards the cost model knows: the steps against its band
   if why is None:  # the factor the rcp_checker writes, never the file's word for it
     rows, factor = check_scaling(logs, bert, system, division=division, ruleset=ruleset,
                                  shipped=factor if os.path.lexists(bert / "scaling.json") else None)

@@ -67,6 +67,7 @@ class Segment:
   settings: dict                       # the run's settings, as its train record holds them
   cpu_recorded: float | None = None    # CPU seconds a step, as the train process measured them (its record)
   cpu_step: float | None = None        # the least CPU seconds a step took, re-executed here
+  platform: str | None = None          # the GPU platform audit/claims.py confirmed (its predicted band: audit/times.py)
 
   @property
   def steps(self) -> int: return self.end - self.start
@@ -202,7 +203,8 @@ def plan_log(audit: Audit, base: Path, log: Path, hasher: Callable, confirmed=No
     try: rec_cpu = float(e["cpu_s"]) / int(e["cpu_steps"]) if int(e.get("cpu_steps") or 0) > 0 else None
     except (KeyError, TypeError, ValueError): rec_cpu = None
     out.append(Segment(log, rel, rp, prev, step, (t0, t1) if ok else None, machine, hp,
-                       rec_cpu if rec_cpu is not None and np.isfinite(rec_cpu) else None))
+                       rec_cpu if rec_cpu is not None and np.isfinite(rec_cpu) else None,
+                       platform=getattr(confirmed, "platform", None)))
     prev = step
   return out
 

@@ -7,6 +7,9 @@ Floors of a segment of n steps (its logged time: run_start, or the eval_stop of 
 eval_start of its last step):
   - roofline: n x a step's matmul FLOPs (train/dress/report.py step_flops, of the record's model, batch, sequence and
     predictions) at the devices' published dense fp16 peak (the card of the GPU target the train record names);
+  - the predicted band (GPU devices, the platform claims.py confirmed: the record's GPU target, device kind and count
+    those of the platform file): n x the low edge of the step the cost model predicts for the platform at the
+    record's BS (resources/predicted/steps.json, train/cost/band.py); no prediction: the roofline alone;
   - CPU devices: the CPU seconds of its steps over the run machine's cores. They are what the train process recorded
     for the steps before each kept state; on a machine of the run's kind they are checked against the least CPU
     seconds a step took re-executed here (over TIME_BAND: a record claiming fewer FAILs). Runs of one tree logged on
@@ -23,6 +26,7 @@ from types import SimpleNamespace
 
 from mlperf_bert.audit.rows import RETRAIN, Audit
 from mlperf_bert.machine import describe_machine, device_kind, same_kind
+from mlperf_bert.train.cost.band import PREDICTED, Band, step_band
 
 TIME = "time"
 FASTER = "the log trains faster than its hardware can"
@@ -100,7 +104,7 @@ class Observation:
   ceiling: float | None = None
 
 
-def roofline_bound(segments: list, cpu: dict[int, float]) -> list[Observation]:
+def roofline_bound(segments: list, cpu: dict[int, float], predicted: Path) -> list[Observation]:
   """Each segment alone: its steps' matmul FLOPs at its GPU card's published peak (roofline_step_s)."""
   out = []
   for s in segments:
@@ -113,7 +117,7 @@ def roofline_bound(segments: list, cpu: dict[int, float]) -> list[Observation]:
   return out
 
 
-def cpu_bound(segments: list, cpu: dict[int, float]) -> list[Observation]:
+def cpu_bound(segments: list, cpu: dict[int, float], predicted: Path) -> list[Observation]:
   """The runs of one host on CPU devices: every window of their logged times holds the CPU seconds of the segments
   inside it over the host's cores (`cpu`: cpu_floors')."""
   hosts: dict[str, list] = {}
@@ -131,21 +135,52 @@ def cpu_bound(segments: list, cpu: dict[int, float]) -> list[Observation]:
   return out
 
 
-# The bounds every segment's logged time is held to, each a function (segments, their CPU floors) -> observations.
-# A bound with a ceiling (a cost model's predicted band of a GPU step) is one more function here, its observations
-# giving `ceiling`: check_times judges floors and ceilings alike.
-BOUNDS = (roofline_bound, cpu_bound)
+def segment_band(s, predicted: Path) -> Band | str:
+  """The predicted band of a GPU segment's step (its confirmed platform at its BS), or why it has none ('' for a
+  segment on CPU devices)."""
+  if device_kind(s.settings.get("DEV")) in ("CPU", ""): return ""
+  if not getattr(s, "platform", None):
+    return "its platform is not confirmed (the claims row: no config, or the record's GPU and the platform file differ)"
+  try: bs = int(s.settings.get("BS"))
+  except (TypeError, ValueError): return f"its BS {s.settings.get('BS')!r} is no batch"
+  return step_band(s.platform, bs, predicted) or f"{predicted.name} holds no prediction for {s.platform} at BS {bs}"
 
 
-def check_times(audit: Audit, base: Path, segments: list, here: dict) -> None:
-  """The time rows, one per log (see the module doc)."""
+def predicted_bound(segments: list, cpu: dict[int, float], predicted: Path) -> list[Observation]:
+  """Each GPU segment alone: its steps at the low edge of the band predicted for its platform and BS (segment_band).
+  The band's high edge is no ceiling: a run slower than predicted is slow, not forged."""
+  out = []
+  for s in segments:
+    band = segment_band(s, predicted)
+    if not isinstance(band, Band) or s.claimed is None or s.steps <= 0: continue
+    have, floor = (s.claimed[1] - s.claimed[0]) / 1000, s.steps * band.low_ms / 1000
+    out.append(Observation({s.rel}, have, floor, f"steps {s.start}-{s.end} logged in {have:.1f} s, {1000 * have / s.steps:.1f} "
+                           f"ms a step; {band.describe()}, so those {s.steps} steps no less than {floor:.1f} s"))
+  return out
+
+
+# The bounds every segment's logged time is held to, each a function (segments, their CPU floors, the predicted
+# steps file) -> observations. A bound with a ceiling gives `ceiling`: check_times judges floors and ceilings alike.
+BOUNDS = (roofline_bound, predicted_bound, cpu_bound)
+
+
+def _gpu_trust(s, predicted: Path) -> str:
+  """What the time row of a GPU log says of the bounds above its floor: the band's low edge, or the roofline only."""
+  band = segment_band(s, predicted)
+  if isinstance(band, Band):
+    return f"; held to the low edge of its predicted band ({band.describe()}), above it its step time is taken on trust"
+  return f"; {band}: its step is held to the roofline only, and above the roofline its step time is taken on trust"
+
+
+def check_times(audit: Audit, base: Path, segments: list, here: dict, predicted: Path = PREDICTED) -> None:
+  """The time rows, one per log (see the module doc); `predicted`: the cost model's step predictions."""
   by_log: dict[str, list] = {}
   for s in segments: by_log.setdefault(s.rel, []).append(s)
   worst: dict[str, tuple[float, str]] = {}   # log -> (logged / floor, what) of the tightest window it is in
   fails: dict[str, str] = {}
   cpu = cpu_floors(audit, segments, here, fails)
   for bound in BOUNDS:
-    for o in bound(segments, cpu):
+    for o in bound(segments, cpu, predicted):
       for rel in o.rels:
         if o.have < o.floor: fails.setdefault(rel, f"{o.what}: {FASTER}")
         elif o.ceiling is not None and o.have > o.ceiling: fails.setdefault(rel, f"{o.what}: above its ceiling")
@@ -157,7 +192,7 @@ def check_times(audit: Audit, base: Path, segments: list, here: dict) -> None:
     checked = cpu_run and same_kind(here, m) and any(s.cpu_step for s in segments if s.shape == segs[0].shape)
     trust = "" if checked else (f"; the CPU seconds it recorded are taken on trust ({describe_machine(m)} is not of this "
                                 f"machine's kind, or none of its steps was re-executed here)" if cpu_run else
-                                "; above the roofline its step time is taken on trust")
+                                _gpu_trust(segs[0], predicted))
     if rel in worst:
       audit.add("PASS", TIME, rel, f"every window of its logged times holds its floor; the tightest: {worst[rel][1]}"
                 f"{trust}")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 
 from mlperf_bert.errors import UserError
-from mlperf_bert.constants import RULESET
+from mlperf_bert.constants import REPO, RULESET
 from mlperf_bert.audit.bounded import Budget
 from mlperf_bert.audit.log_checks import check_logs, check_ruleset
 from mlperf_bert.audit.path_kind import is_org_dir
@@ -24,7 +24,6 @@ from mlperf_bert.machine import this_machine
 # ----------------------------------------------------------------------------------------------------------------
 # a finished workflow tree (basedir)
 # ----------------------------------------------------------------------------------------------------------------
-REPO = Path(__file__).resolve().parents[2]
 _JOB_HEAD = re.compile(r"^(?:local)?(?:rule|checkpoint) (\S+):\s*$")
 
 
