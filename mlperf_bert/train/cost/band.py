@@ -8,7 +8,7 @@ is its form). The audit holds a GPU run's logged step times to the band's low ed
 faster than its hardware can (audit/times.py for a workflow tree, audit/step_band.py for a received submission).
 """
 from __future__ import annotations
-import dataclasses, json
+import dataclasses, functools, json
 from pathlib import Path
 
 from mlperf_bert.config import SCHEMAS, load_schema
@@ -42,10 +42,19 @@ def _shown(path: Path) -> str:
 
 def read_predictions(path: Path = PREDICTED) -> dict | None:
   """The file's content, validated (schemas/step-predictions.schema.yaml; every entry low_ms <= step_ms <= high_ms, one
-  entry a platform and batch); None when there is no file. UserError (one line, naming the file) when malformed."""
-  import jsonschema
+  entry a platform and batch); None when there is no file. UserError (one line, naming the file) when malformed.
+  Read once per version of the file (the audit asks for each segment of each log)."""
   path = Path(path)
+  try: st = path.stat()
+  except OSError: return None
   if not path.is_file(): return None
+  return _read(str(path), st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=8)
+def _read(name: str, mtime_ns: int, size: int) -> dict:
+  import jsonschema
+  path = Path(name)
   fix = "restore it (git checkout resources/predicted) or record it again with tools/record_step_predictions.py"
   try: data = json.loads(path.read_text())
   except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
