@@ -3,7 +3,7 @@
     check_step_band(audit, org_dir, system, logs)
 
 When systems/<system>.json names cards the model knows (its accelerator_model_name and accelerators_per_node are
-those of one of BOXES's platforms/<name>/system.json: tinycorp's boxes), each log's step time is read as the
+those of one of CARD_PLATFORMS's platforms/<name>/system.json: tinycorp's boxes), each log's step time is read as the
 published figures are (mlperf_log.interval_steps: between an eval_stop and the next eval_start only train steps run,
 (time between them) / (steps between them); the log's figure is the median over its eval intervals) and held to the
 low edge of the band predicted for that platform at the log's global_batch_size: a median below it FAILs (the log
@@ -22,7 +22,7 @@ from mlperf_bert.constants import REPO, system_path
 from mlperf_bert.mlperf_log import interval_steps
 from mlperf_bert.train.cost.band import PREDICTED, step_band
 
-BOXES = ("tinybox_green", "tinybox_red", "tinybox_8xMI300X")   # the platforms whose cards the cost model predicts
+CARD_PLATFORMS = ("tinybox_green", "tinybox_red", "tinybox_8xMI300X")   # the platforms whose cards the cost model predicts
 
 
 def _cards(desc: object) -> tuple[str, str] | None:
@@ -35,10 +35,10 @@ def _cards(desc: object) -> tuple[str, str] | None:
 
 
 def known_platform(desc: object, repo: Path = REPO) -> str | None:
-  """The BOXES platform whose platforms/<name>/system.json names the same cards as `desc`, or None."""
+  """The CARD_PLATFORMS platform whose platforms/<name>/system.json names the same cards as `desc`, or None."""
   mine = _cards(desc)
   if mine is None: return None
-  for name in BOXES:
+  for name in CARD_PLATFORMS:
     try: ref = json.loads(system_path(repo, name).read_text())
     except (OSError, ValueError): continue
     if _cards(ref) == mine: return name

@@ -16,7 +16,7 @@ from mlperf_bert.constants import REPO
 from mlperf_bert.errors import UserError
 
 PREDICTED = REPO / "resources" / "predicted" / "steps.json"
-SCHEMA = SCHEMAS / "step-predictions.schema.yaml"
+PREDICTED_SCHEMA = SCHEMAS / "step-predictions.schema.yaml"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,10 +59,12 @@ def _read(name: str, mtime_ns: int, size: int) -> dict:
   try: data = json.loads(path.read_text())
   except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
     raise UserError(f"{_shown(path)}: not readable as JSON ({e}); {fix}") from None
-  err = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(load_schema(SCHEMA)).iter_errors(data))
+  validator = jsonschema.Draft202012Validator(load_schema(PREDICTED_SCHEMA))
+  err = jsonschema.exceptions.best_match(validator.iter_errors(data))
   if err is not None:
     where = "/".join(map(str, err.absolute_path)) or "the top level"
-    raise UserError(f"{_shown(path)}: not a step-predictions file ({SCHEMA.name}) at {where}: {err.message}; {fix}")
+    raise UserError(f"{_shown(path)}: not a step-predictions file ({PREDICTED_SCHEMA.name}) at {where}: "
+                    f"{err.message}; {fix}")
   seen = set()
   for i, p in enumerate(data["predictions"]):
     if not p["low_ms"] <= p["step_ms"] <= p["high_ms"]:
