@@ -24,13 +24,16 @@ Time. Each segment's logged time (run_start, or the eval_stop of its first step,
 be at least its floor:
   - the roofline: its steps' matmul FLOPs (train/dress/report.py step_flops) at the published peak of the GPU card
     the platform names (DRESS_TARGET, recorded in the train record), on every machine;
+  - on GPU devices of a platform audit/claims.py confirmed: its steps at the low edge of the band the cost model
+    predicts for the platform at its BS (resources/predicted/steps.json); no prediction: the roofline alone;
   - on CPU devices: the steps' CPU seconds over the run machine's cores (a machine cannot give its processes more
     CPU seconds a second than it has cores, whatever else runs on it; runs of one tree logged at the same time on
     one host share them, so every window of their logged times must hold all the segments inside it). The CPU
     seconds are those the train process recorded for the steps before each kept state; when this machine is of the
     run's kind (the same CPU model, flags and cores: the train record names its machine), the steps re-executed
     here give the least a step takes, and a record claiming fewer (over TIME_BAND) FAILs (audit/times.py).
-What is not checked is said in the rows: another machine's step time is taken on trust above the roofline.
+What is not checked is said in the rows: a GPU step time is taken on trust above the predicted band's low edge (above
+the roofline where there is no prediction).
 
     reexecute_segments(audit, base, logs, hasher, seed=..., budget=Budget(...), end=None)
 """
