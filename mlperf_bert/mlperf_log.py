@@ -7,7 +7,7 @@ valid record is a MalformedLine, never an exception; a line without the token is
 from __future__ import annotations
 import json, math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterable
 
 TOKEN = ":::MLLOG"
 MAX_JSON_DEPTH = 64               # nesting of arrays/objects in any JSON the audit parses
@@ -88,8 +88,8 @@ def event_keys(text: str) -> list[str]:
   return [r.key for r in (parse_line(line) for line in text.splitlines()) if isinstance(r, Event)]
 
 
-def interval_steps(events: list[Event]) -> list[float]:
-  """A log's step times (ms), one an eval interval: between an eval's eval_stop and the next eval's eval_start only
+def interval_steps(events: Iterable) -> list[float]:
+  """A log's step times (ms), one an eval interval, from its records (parse_line's, in file order): between an eval's eval_stop and the next eval's eval_start only
   train steps run, so (time between them) / (the steps between their step_num) is a clean step time. The first
   interval, from run_start to the first eval, holds the warm-up and is not one. Intervals without a step_num on both
   ends, or with no step between them, are left out."""

@@ -17,21 +17,18 @@ import argparse, json, statistics, sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from mlperf_bert.mlperf_log import Event, interval_steps, parse_line  # noqa: E402 (the audit reads them alike)
+from mlperf_bert.audit.logs import read_log  # noqa: E402
+from mlperf_bert.mlperf_log import interval_steps  # noqa: E402 (the audit reads a log's steps alike: audit/step_band.py)
 
 SYSTEMS = ("tinybox_green", "tinybox_red", "tinybox_8xMI300X")
 
 
-def events(path: Path) -> list[Event]:
-  return [e for e in map(parse_line, path.read_text().splitlines()) if isinstance(e, Event)]
-
-
 def run_figures(path: Path) -> dict:
-  ev = events(path)
+  ev = read_log(path).events
   key = lambda k: [e for e in ev if e.key == k]
   gbs = key("global_batch_size")[0].value
   starts = [e.metadata["step_num"] for e in key("eval_start")]
-  per = interval_steps(ev)   # the audit's own reading (audit/step_band.py)
+  per = interval_steps(ev)
   status = key("run_stop")[0].metadata["status"] if key("run_stop") else "unknown"
   return {"log": path.name, "global_batch_size": gbs, "step_ms": round(statistics.median(per), 2), "intervals": len(per),
           "status": status, "steps_to_target": starts[-1] if status == "success" else None}
