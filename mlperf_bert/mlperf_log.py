@@ -7,7 +7,7 @@ valid record is a MalformedLine, never an exception; a line without the token is
 from __future__ import annotations
 import json, math
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 TOKEN = ":::MLLOG"
 MAX_JSON_DEPTH = 64               # nesting of arrays/objects in any JSON the audit parses
@@ -86,21 +86,3 @@ def parse_line(line: str, lineno: int = 0) -> Event | MalformedLine | None:
 def event_keys(text: str) -> list[str]:
   """The keys of the valid records of a log's text, in order (a torn last line is no record)."""
   return [r.key for r in (parse_line(line) for line in text.splitlines()) if isinstance(r, Event)]
-
-
-def interval_steps(events: Iterable) -> list[float]:
-  """A log's step times (ms), one an eval interval, from its records (parse_line's, in file order): between an eval's eval_stop and the next eval's eval_start only
-  train steps run, so (time between them) / (the steps between their step_num) is a clean step time. The first
-  interval, from run_start to the first eval, holds the warm-up and is not one. Intervals without a step_num on both
-  ends, or with no step between them, are left out."""
-  out, stop = [], None
-  for e in events:
-    step = e.metadata.get("step_num")
-    step = step if isinstance(step, int) and not isinstance(step, bool) else None
-    if e.key == "eval_stop":
-      stop = (step, e.time_ms)
-    elif e.key == "eval_start":
-      if stop is not None and stop[0] is not None and step is not None and step > stop[0]:
-        out.append((e.time_ms - stop[1]) / (step - stop[0]))
-      stop = None
-  return out

@@ -4,7 +4,7 @@
 
 When systems/<system>.json names cards the model knows (its accelerator_model_name and accelerators_per_node are
 those of one of CARD_PLATFORMS's platforms/<name>/system.json: tinycorp's boxes), each log's step time is read as the
-published figures are (mlperf_log.interval_steps: between an eval_stop and the next eval_start only train steps run,
+published figures are (interval_steps, which tools/record_published_steps.py shares: between an eval_stop and the next eval_start only train steps run,
 (time between them) / (steps between them); the log's figure is the median over its eval intervals) and held to the
 low edge of the band predicted for that platform at the log's global_batch_size: a median below it FAILs (the log
 trains faster than its hardware can). A system naming other cards is not held (no row); one whose cards are known
@@ -13,13 +13,13 @@ but whose batch has no prediction is a SKIP row saying so.
 from __future__ import annotations
 import json, statistics
 from pathlib import Path
+from typing import Iterable
 
 from mlperf_bert.audit.logs import MLPerfLog
 from mlperf_bert.audit.rows import Audit, shorten
 from mlperf_bert.audit.times import FASTER, TIME
 from mlperf_bert.audit.untrusted import read_untrusted_json
 from mlperf_bert.constants import REPO, system_path
-from mlperf_bert.mlperf_log import interval_steps
 from mlperf_bert.train.cost.band import PREDICTED, step_band
 
 CARD_PLATFORMS = ("tinybox_green", "tinybox_red", "tinybox_8xMI300X")   # the platforms whose cards the cost model predicts
@@ -43,6 +43,24 @@ def known_platform(desc: object, repo: Path = REPO) -> str | None:
     except (OSError, ValueError): continue
     if _cards(ref) == mine: return name
   return None
+
+
+def interval_steps(events: Iterable) -> list[float]:
+  """A log's step times (ms), one an eval interval, from its records (in file order): between an eval's eval_stop and
+  the next eval's eval_start only train steps run, so (time between them) / (the steps between their step_num) is a
+  clean step time. The first interval, from run_start to the first eval, holds the warm-up and is not one. Intervals
+  without a step_num on both ends, or with no step between them, are left out."""
+  out, stop = [], None
+  for e in events:
+    step = e.metadata.get("step_num")
+    step = step if isinstance(step, int) and not isinstance(step, bool) else None
+    if e.key == "eval_stop":
+      stop = (step, e.time_ms)
+    elif e.key == "eval_start":
+      if stop is not None and stop[0] is not None and step is not None and step > stop[0]:
+        out.append((e.time_ms - stop[1]) / (step - stop[0]))
+      stop = None
+  return out
 
 
 def log_step_ms(log: MLPerfLog) -> tuple[float, int] | None:
