@@ -91,6 +91,9 @@ def test_cli_exit_codes_and_ruleset_5_1_has_no_bert(tmp_path, capsys):
   # a received submission holds no training states: what that leaves unchecked is said, not failed
   assert re.search(r"SKIP\s+time\s+\S+\s+(time and )?steps taken on trust: a received submission holds no training "
                    r"states", out), out
+  # the step times of tinycorp's cards against the cost model's band (resources/predicted/steps.json)
+  assert re.search(r"PASS\s+time\s+tinybox_red\s+10 log\(s\)' step times, 500.3-512.5 ms .* tinybox_red at BS 66 is "
+                   r"predicted", out), out
   assert cli.main(["audit", str(org), "--ruleset", "5.1"]) == 1
   out = capsys.readouterr().out
   assert re.search(r"FAIL\s+ruleset.*BERT is not a benchmark of MLPerf Training 5\.1\.0", out)
