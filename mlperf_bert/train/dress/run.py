@@ -48,11 +48,13 @@ def dress_files(platform_file: str | os.PathLike, bert_config: str | os.PathLike
 
 
 def run_dress(setup: DressSetup, bert_config, log=print) -> dict[str, Any]:
-  """The dress of a setup (set_up_dress): each depth measured, the answer summarized (report.summarize);
+  """The dress of a setup (set_up_dress): each depth measured, the answer summarized (report.summarize), its step
+  predicted (cost/predict.py: answer["cost"]);
   when it does not fit, a second batch size (half, a multiple of GPUS) measured the same way for the largest BS that
   fits (memory is close to linear in BS)."""
   from mlperf_bert.train.dress.measure import measure     # imports tinygrad: after the export
   from mlperf_bert.train.dress.report import summarize
+  from mlperf_bert.train.cost.predict import predict_cost
   from mlperf_bert.train.trainer import model_config
 
   def dress(p):
@@ -75,4 +77,5 @@ def run_dress(setup: DressSetup, bert_config, log=print) -> dict[str, Any]:
       result = summarize(setup, model_config(bert_config, s.model), result["measurements"], SEQ, PRED,
                          bs_points=[result, second])
       result["second_batch_size"] = {k: second[k] for k in ("batch_size", "eval_batch_size", "memory")}
+  result["cost"] = predict_cost(result)
   return result
