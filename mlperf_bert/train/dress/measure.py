@@ -117,7 +117,8 @@ def call_records(jit) -> list[dict[str, Any]]:
       gs, ls = info.launch_dims({})
       lin = next((s for s in ast.src if s.op is Ops.LINEAR), None)
       # the accumulate dtype of its tensor-core (WMMA) uops: "half", "float", or None without tensor cores
-      tc = next((u.dtype.scalar().name for u in lin.src if u.op is Ops.WMMA), None) if lin is not None else None
+      wmma = next((u for u in lin.src if u.op is Ops.WMMA), None) if lin is not None else None
+      tc = None if wmma is None else getattr(wmma.dtype, "base", wmma.dtype).name
       out.append({"k": "kernel", "name": ansistrip(info.name), "devices": _devices(args[0]), "flops": int(sym_infer(est.ops, {})),
                   "bytes": int(sym_infer(est.mem, {})), "lds": int(sym_infer(est.lds, {})),
                   "global": [int(x) for x in gs], "local": [int(x) for x in ls] if ls else None, "tc": tc,
