@@ -85,6 +85,32 @@ def test_green_per_layer_memory_and_flops_match_the_analytic_count(green):
   assert r["roofline_ms"] > 0 and r["published"]["step_ms"] == 380.6
 
 
+# the step-time model (train/cost/) against tinycorp's v5.0 green step (380.6 ms at BS 96): the issue's goal is 15 %;
+# the fixture dresses BS 90, and the model's step is close to proportional to the batch (its kernels' work is)
+STEP_GOAL = 0.15
+
+
+@pytest.mark.slow
+def test_green_answer_predicts_the_step_with_its_band_and_breakdown(green):
+  p, r = green
+  cost = r["cost"]
+  for key in ("step", "eval_step"):
+    step = cost[key]
+    assert set(step) == {"ms", "low_ms", "high_ms", "breakdown_ms", "critical_path", "sources"}, step
+    assert set(step["breakdown_ms"]) == {"matmul", "other", "copies", "allreduce", "launch_host"}
+    assert 0 < step["low_ms"] < step["ms"] < step["high_ms"] and step["sources"] == "mlperf_bert/train/cost/hardware.py"
+    assert step["ms"] > r["roofline_ms"] * (1 if key == "step" else 0)   # never under the floor
+  assert cost["eval_step"]["ms"] < cost["step"]["ms"]
+  assert sum(cost["step"]["breakdown_ms"].values()) == pytest.approx(cost["step"]["ms"], rel=0.02)
+  measured = r["published"]["step_ms"] * r["batch_size"] / r["published"]["global_batch_size"]
+  assert abs(cost["step"]["ms"] / measured - 1) < STEP_GOAL, (cost["step"]["ms"], measured)
+  ev = cost["events"]
+  assert {e["device"] for e in ev} == {"host", *map(str, range(6))} and {e["queue"] for e in ev} == {"host", "compute", "copy"}
+  assert {"matmul", "other", "allreduce", "host"} <= {e["kind"] for e in ev}
+  assert all(e["end_ms"] >= e["start_ms"] for e in ev)
+  assert "predicted train step" in p.stdout and "critical path" not in p.stderr
+
+
 # a data-parallel step's devices do the same work: tinygrad 0.14's TLSF planner left their arenas 21-62 MB apart
 # (docs/benchmarks.md "Headroom"); packed by lifetime they differ by the first device's few small extra buffers
 BALANCE = 4e6

@@ -1,6 +1,6 @@
 """Every constant of the step-time model (mlperf_bert/train/cost/), each with its source.
 
-A card (`Card`) is its published spec: compute units, clock, the dense fp16 rates of its tensor/matrix cores and of its
+A card (`CardSpec`) is its published spec: compute units, clock, the dense fp16 rates of its tensor/matrix cores and of its
 vector units, memory bandwidth; `achievable` is the fraction of a peak that tinygrad's own kernels reach on it (after
 BEAM), from tinygrad's speed test test/external/speed_v_theoretical.py, which asserts per card the TFLOPS of a BEAM'd
 half gemm and the GB/s of a BEAM'd gemv. A box (`Box`) is its cards, the link between two of them and the host's time
@@ -14,7 +14,7 @@ SPEED_TEST = "tinygrad test/external/speed_v_theoretical.py@18d4ecc1f3"
 
 
 @dataclass(frozen=True)
-class Card:
+class CardSpec:
   name: str
   units: int             # SMs (NVIDIA) or CUs (AMD): the waves of a launch are counted on them
   clock_ghz: float       # boost clock the peaks are stated at
@@ -30,7 +30,7 @@ class Card:
 
 @dataclass(frozen=True)
 class Box:
-  card: Card
+  card: CardSpec
   link_gbps: float       # one direction between two cards, as a peer-to-peer copy reaches it
   link_source: str
   launch_us: float       # per kernel in a captured graph: the gap between two kernels on one queue
@@ -46,7 +46,7 @@ class Box:
 # speed_v_theoretical.py: "theoretical is nv_tflops=165" and asserts a BEAM'd 4096/8192 half gemm over 110/115 TFLOPS
 # (0.67/0.70 of 165.2: the fp32-accumulate gemm the test runs) and gemv over 820/840 GB/s (0.81/0.83 of 1008).
 # lanes: an SM has 4 partitions of 32 lanes (the same whitepaper)
-RTX_4090 = Card("RTX 4090", units=128, clock_ghz=2.52, tc_tflops=165.2, tc_tflops_f16acc=330.3, vector_tflops=82.6,
+RTX_4090 = CardSpec("RTX 4090", units=128, clock_ghz=2.52, tc_tflops=165.2, tc_tflops_f16acc=330.3, vector_tflops=82.6,
                 gbps=1008.0, tc_achievable=115 / 165.2, mem_achievable=840 / 1008, lanes=128,
                 source="NVIDIA Ada whitepaper v2.1 appendix A; " + SPEED_TEST)
 
@@ -56,7 +56,7 @@ RTX_4090 = Card("RTX 4090", units=128, clock_ghz=2.52, tc_tflops=165.2, tc_tflop
 # speed_v_theoretical.py: "theoretical is ... amd_tflops=123", asserts a BEAM'd half gemm over 65/60 TFLOPS (0.53/0.49 of
 # 122.8) and gemv over 750 GB/s (0.78 of 960).
 # lanes: a CU has 2 SIMD32 (AMD RDNA 3 instruction set architecture guide, "wave32")
-RX_7900_XTX = Card("RX 7900 XTX", units=96, clock_ghz=2.5, tc_tflops=122.8, tc_tflops_f16acc=122.8, vector_tflops=61.4,
+RX_7900_XTX = CardSpec("RX 7900 XTX", units=96, clock_ghz=2.5, tc_tflops=122.8, tc_tflops_f16acc=122.8, vector_tflops=61.4,
                    gbps=960.0, tc_achievable=65 / 122.8, mem_achievable=750 / 960, lanes=64,
                    source="AMD RX 7900 XTX spec sheet; " + SPEED_TEST)
 
@@ -65,14 +65,14 @@ RX_7900_XTX = Card("RX 7900 XTX", units=96, clock_ghz=2.5, tc_tflops=122.8, tc_t
 # 7900 XTX's (the same AMD backend; an estimate, docs/dress.md says so and shows the error).
 # lanes: a CU has 4 SIMD16 running wave64 (AMD CDNA 3 instruction set architecture guide); the matrix rate is the same
 # with fp16 or fp32 accumulate (the data sheet states one FP16 matrix figure)
-MI300X = Card("MI300X", units=304, clock_ghz=2.1, tc_tflops=1307.4, tc_tflops_f16acc=1307.4, vector_tflops=163.4,
+MI300X = CardSpec("MI300X", units=304, clock_ghz=2.1, tc_tflops=1307.4, tc_tflops_f16acc=1307.4, vector_tflops=163.4,
               gbps=5300.0, tc_achievable=65 / 122.8, mem_achievable=750 / 960, lanes=256,
               source="AMD Instinct MI300X data sheet; fractions: the RX 7900 XTX's in " + SPEED_TEST)
 
 # NVIDIA H200 SXM data sheet: 132 SMs, 1980 MHz boost, 989.4 TFLOPS dense fp16 tensor, 4.8 TB/s HBM3e; the fractions
 # are the RTX 4090's (tinygrad publishes none for it): the device check measures them (bench/device_check.py).
 # (H100/H200 SXM: 133.8 TFLOPS fp16 non-tensor; an SM 4 partitions of 32 lanes, Hopper whitepaper)
-H200 = Card("H200 SXM", units=132, clock_ghz=1.98, tc_tflops=989.4, tc_tflops_f16acc=989.4, vector_tflops=133.8,
+H200 = CardSpec("H200 SXM", units=132, clock_ghz=1.98, tc_tflops=989.4, tc_tflops_f16acc=989.4, vector_tflops=133.8,
             gbps=4800.0, tc_achievable=115 / 165.2, mem_achievable=840 / 1008, lanes=128,
             source="NVIDIA H200 data sheet; fractions: the RTX 4090's in " + SPEED_TEST)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from mlperf_bert.train.cost.hardware import MAX_BLOCKS_PER_UNIT, Box, Card
+from mlperf_bert.train.cost.hardware import MAX_BLOCKS_PER_UNIT, Box, CardSpec
 
 
 @dataclass(frozen=True)
@@ -22,7 +22,7 @@ class KernelTime:
   fill: float         # share of the card the launch fills (waves x lanes)
 
 
-def fill(card: Card, global_size, local_size) -> float:
+def fill(card: CardSpec, global_size, local_size) -> float:
   """The share of the card a launch of `global_size` blocks of `local_size` threads keeps busy: the mean filling of
   its waves over the compute units times the lanes a unit has resident."""
   blocks = max(1, math.prod(int(x) for x in global_size))
@@ -34,13 +34,13 @@ def fill(card: Card, global_size, local_size) -> float:
   return wave_fill * lane_fill
 
 
-def tc_tflops(card: Card, acc: str | None) -> float:
+def tc_tflops(card: CardSpec, acc: str | None) -> float:
   """The card's peak for a kernel whose tensor-core uops accumulate in `acc` (None: the vector units)."""
   if acc is None: return card.vector_tflops
   return card.tc_tflops_f16acc if acc == "half" else card.tc_tflops
 
 
-def kernel_time(card: Card, flops: float, nbytes: float, global_size, local_size, acc: str | None) -> KernelTime:
+def kernel_time(card: CardSpec, flops: float, nbytes: float, global_size, local_size, acc: str | None) -> KernelTime:
   f = fill(card, global_size, local_size)
   compute = flops / (tc_tflops(card, acc) * 1e12 * card.tc_achievable * f)
   memory = nbytes / (card.gbps * 1e9 * card.mem_achievable * f)

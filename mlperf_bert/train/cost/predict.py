@@ -19,7 +19,7 @@ from mlperf_bert.train.cost.simulate import Simulated, critical_path, simulate
 SOURCES = "mlperf_bert/train/cost/hardware.py"
 
 
-def _line(a: float, b: float, da: int, db: int, depth: int) -> float:
+def _at_depth(a: float, b: float, da: int, db: int, depth: int) -> float:
   return a + (b - a) * (depth - da) / (db - da)
 
 
@@ -34,8 +34,8 @@ def predict_step(points: list[tuple[int, list[dict]]], target: str, depth: int, 
     ms, bd = s.ms, dict(s.breakdown_ms)
   else:
     (da, sa), (db, sb) = sims[0], sims[1]
-    ms = _line(sa.ms, sb.ms, da, db, depth)
-    bd = {k: max(0.0, _line(sa.breakdown_ms[k], sb.breakdown_ms[k], da, db, depth)) for k in sa.breakdown_ms}
+    ms = _at_depth(sa.ms, sb.ms, da, db, depth)
+    bd = {k: max(0.0, _at_depth(sa.breakdown_ms[k], sb.breakdown_ms[k], da, db, depth)) for k in sa.breakdown_ms}
   deepest = sims[-1][1]
   out = {"ms": round(ms, 2), "low_ms": round(ms * BAND_LOW, 2), "high_ms": round(ms * BAND_HIGH, 2),
          "breakdown_ms": {k: round(v, 2) for k, v in bd.items()},
