@@ -6,6 +6,8 @@ meet into resources/predicted/steps.json (the format: train/cost/band.py reads i
     python tools/record_step_predictions.py --answer green96.json red96.json   # reuse dress answers (--json) where
                                                                             # platform and BS match; dress the rest
     python tools/record_step_predictions.py --only tinybox_green:96         # only these entries (others kept)
+    python tools/record_step_predictions.py --answer g96.json --scale       # the other batches of green scaled from
+                                                                            # its answer (no dress; the entry says so)
 
 Entries: tinybox_green and tinybox_red at every global batch of tinycorp's published logs (v4.1: 66, v5.0: 96) and at
 the platforms' own BS (90); tinybox_8xMI300X at 1024. An entry dressed here runs `python -m mlperf_bert dress --platform P
@@ -18,6 +20,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 from mlperf_bert.train.cost.hardware import BAND_HIGH, BAND_LOW, BAND_WHY  # noqa: E402
+from mlperf_bert.train.cost.predict import predict_cost  # noqa: E402
 
 OUT = REPO / "resources" / "predicted" / "steps.json"
 ENTRIES = (("tinybox_green", 96), ("tinybox_red", 96), ("tinybox_8xMI300X", 1024),
@@ -36,11 +39,25 @@ def dress(platform: str, bs: int, pair: str) -> dict:
 
 
 def entry(answer: dict) -> dict:
-  step, ev = answer["cost"]["step"], answer["cost"]["eval_step"]
+  cost = predict_cost(answer)      # re-simulated from the answer's calls: the model as it is now
+  step, ev = cost["step"], cost["eval_step"]
   return {"platform": answer["platform"], "target": answer["target"], "gpus": answer["devices"],
           "global_bs": answer["batch_size"], "step_ms": step["ms"], "low_ms": step["low_ms"], "high_ms": step["high_ms"],
           "eval_bs": answer["eval_batch_size"], "eval_step_ms": ev["ms"], "layers": answer["how"],
           "breakdown_ms": step["breakdown_ms"]}
+
+
+def scaled(e: dict, bs: int) -> dict:
+  """An entry at another global batch from a dressed one, without a dress (--scale): the kernels' and the input
+  copies' time in proportion to the batch (the step's work is), the all-reduce (the grads' bytes) and the launch
+  gaps and host time unchanged; the eval step in proportion. Marked in "layers" as scaled."""
+  bd, f = e["breakdown_ms"], bs / e["global_bs"]
+  parts = {k: round(v * f if k in ("matmul", "other", "copies") else v, 2) for k, v in bd.items()}
+  ms = round(sum(parts.values()) * e["step_ms"] / sum(bd.values()), 2)
+  return {**e, "global_bs": bs, "eval_bs": bs, "step_ms": ms, "low_ms": round(ms * BAND_LOW, 2),
+          "high_ms": round(ms * BAND_HIGH, 2), "eval_step_ms": round(e["eval_step_ms"] * f, 2), "breakdown_ms": parts,
+          "layers": f"scaled from the dress at BS {e['global_bs']} ({e['layers']}): kernels x {bs}/{e['global_bs']}, "
+                    f"all-reduce, launch and host unchanged (no dress at BS {bs})"}
 
 
 def main() -> int:
@@ -48,18 +65,24 @@ def main() -> int:
   ap.add_argument("--answer", nargs="*", type=Path, default=[], help="dress answers (--json) to reuse")
   ap.add_argument("--only", nargs="*", default=None, help="PLATFORM:BS entries to (re)record; the others are kept")
   ap.add_argument("--pair", default="2,4", help="the two depths a dress measures (default 2,4)")
+  ap.add_argument("--scale", action="store_true", help="an entry with no answer is scaled from the answer of its "
+                  "platform at another batch (no dress; marked in the entry)")
   ap.add_argument("--out", type=Path, default=OUT)
   a = ap.parse_args()
   answers = {}
   for path in a.answer:
     r = json.loads(path.read_text())
-    if not r.get("cost"): raise SystemExit(f"error: {path} has no cost prediction; dress it again with this project")
+    if "calls" not in r["measurements"][-1]["train"]:
+      raise SystemExit(f"error: {path} is the answer of a dress without call records; dress it again with this project")
     answers[(r["platform"], r["batch_size"])] = r
   old = {(p["platform"], p["global_bs"]): p for p in json.loads(a.out.read_text())["predictions"]} if a.out.exists() else {}
   wanted = ENTRIES if a.only is None else tuple((s.split(":")[0], int(s.split(":")[1])) for s in a.only)
   preds = dict(old)
   for key in wanted:
-    preds[key] = entry(answers.get(key) or dress(*key, a.pair))
+    if key in answers: preds[key] = entry(answers[key])
+    elif a.scale and (base := next((r for (pl, _), r in answers.items() if pl == key[0]), None)):
+      preds[key] = scaled(entry(base), key[1])
+    else: preds[key] = entry(dress(*key, a.pair))
     print(f"{key[0]} BS {key[1]}: {preds[key]['step_ms']} ms a step ({preds[key]['low_ms']}-{preds[key]['high_ms']})")
   commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
   order = {k: i for i, k in enumerate(ENTRIES)}

@@ -7,7 +7,7 @@ import pytest
 
 from mlperf_bert.train.cost import hardware
 from mlperf_bert.train.cost.hardware import BOXES, RTX_4090, Box
-from mlperf_bert.train.cost.kernel import copy_ms, fill, kernel_time
+from mlperf_bert.train.cost.kernel import beam_fill, copy_ms, fill, kernel_time
 from mlperf_bert.train.cost.predict import predict_step
 from mlperf_bert.train.cost.simulate import simulate
 
@@ -44,8 +44,18 @@ def test_wave_quantization_on_the_card_s_units():
   assert fill(RTX_4090, (64, 1, 1), (128, 1, 1)) == 0.5                # half the SMs idle
   assert fill(RTX_4090, (128, 1, 1), (32, 1, 1)) == 0.25               # one warp an SM: a quarter of its lanes
   assert fill(RTX_4090, (1, 1, 1), None) == pytest.approx(1 / 128 / 128)
-  one = kernel_time(RTX_4090, 0, 1e6, (64, 1, 1), (128, 1, 1), None).ms
-  assert kernel_time(RTX_4090, 0, 1e6, (128, 1, 1), (128, 1, 1), None).ms == pytest.approx(one / 2)
+  one = kernel_time(RTX_4090, 0, 1e6, (64, 1, 1), (128, 1, 1), None, beam=False).ms
+  assert kernel_time(RTX_4090, 0, 1e6, (128, 1, 1), (128, 1, 1), None, beam=False).ms == pytest.approx(one / 2)
+
+
+def test_beam_spreads_a_big_kernel_over_the_card_but_not_a_small_one():
+  # a reduction compiled as 8 blocks of 32 threads (hand-coded options) reading 125 MB: BEAM can split it over the card
+  assert fill(RTX_4090, (8, 1, 1), (32, 1, 1)) == pytest.approx(8 / 128 / 4)
+  assert beam_fill(RTX_4090, (8, 1, 1), (32, 1, 1), 125e6) == pytest.approx(1.0, rel=1e-3)
+  assert kernel_time(RTX_4090, 0, 125e6, (8, 1, 1), (32, 1, 1), None).ms < \
+    kernel_time(RTX_4090, 0, 125e6, (8, 1, 1), (32, 1, 1), None, beam=False).ms / 50
+  # 8 KB: 1024 threads of 8 bytes, 8 blocks of 128: no more than that
+  assert beam_fill(RTX_4090, (1, 1, 1), (1, 1, 1), 8192) == pytest.approx(8 / 128)
 
 
 def test_a_copy_costs_its_bytes_over_the_link():

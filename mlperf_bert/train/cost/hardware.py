@@ -80,6 +80,10 @@ H200 = CardSpec("H200 SXM", units=132, clock_ghz=1.98, tc_tflops=989.4, tc_tflop
 # wavefronts a SIMD, taken as 16 blocks a unit): bounds how many blocks of one launch fill a unit's lanes
 MAX_BLOCKS_PER_UNIT = 16
 
+# the least a BEAM'd thread is given: an UPCAST of 4 half elements, 8 bytes (tinygrad/codegen/opt/search.py's actions
+# upcast by 2-8; 4 is the middle); bounds how far BEAM can spread a kernel over the card (kernel.py beam_fill)
+BEAM_ELEMENT_BYTES = 8
+
 # --- links, launch, host ---------------------------------------------------------------------------------------------
 
 # tinygrad's fork of NVIDIA's open-gpu-kernel-modules (github:tinygrad/open-gpu-kernel-modules README, the P2P patch

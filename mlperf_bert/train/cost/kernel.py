@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from mlperf_bert.train.cost.hardware import MAX_BLOCKS_PER_UNIT, Box, CardSpec
+from mlperf_bert.train.cost.hardware import BEAM_ELEMENT_BYTES, MAX_BLOCKS_PER_UNIT, Box, CardSpec
 
 
 @dataclass(frozen=True)
@@ -34,14 +34,25 @@ def fill(card: CardSpec, global_size, local_size) -> float:
   return wave_fill * lane_fill
 
 
+def beam_fill(card: CardSpec, global_size, local_size, nbytes: float) -> float:
+  """The fill a BEAM search can reach: the better of the compiled launch's and a launch that gives each thread
+  BEAM_ELEMENT_BYTES of the kernel's bytes in blocks of `card.lanes` threads (BEAM's LOCAL, GROUP/GROUPTOP and UPCAST
+  actions split a reduction over threads and spread its outputs: tinygrad/codegen/opt/search.py), waves quantized."""
+  threads = max(1, int(nbytes // BEAM_ELEMENT_BYTES))
+  return max(fill(card, global_size, local_size),
+             fill(card, (max(1, -(-threads // card.lanes)),), (min(threads, card.lanes),)))
+
+
 def tc_tflops(card: CardSpec, acc: str | None) -> float:
   """The card's peak for a kernel whose tensor-core uops accumulate in `acc` (None: the vector units)."""
   if acc is None: return card.vector_tflops
   return card.tc_tflops_f16acc if acc == "half" else card.tc_tflops
 
 
-def kernel_time(card: CardSpec, flops: float, nbytes: float, global_size, local_size, acc: str | None) -> KernelTime:
-  f = fill(card, global_size, local_size)
+def kernel_time(card: CardSpec, flops: float, nbytes: float, global_size, local_size, acc: str | None,
+                beam: bool = True) -> KernelTime:
+  """One kernel on `card`; `beam`: at the fill a BEAM search can reach (beam_fill), else the compiled launch's."""
+  f = beam_fill(card, global_size, local_size, nbytes) if beam else fill(card, global_size, local_size)
   compute = flops / (tc_tflops(card, acc) * 1e12 * card.tc_achievable * f)
   memory = nbytes / (card.gbps * 1e9 * card.mem_achievable * f)
   return KernelTime(1e3 * max(compute, memory), "compute" if compute >= memory else "memory", f)
