@@ -86,7 +86,8 @@ def test_green_per_layer_memory_and_flops_match_the_analytic_count(green):
 
 
 # the step-time model (train/cost/) against tinycorp's v5.0 green step (380.6 ms at BS 96): the issue's goal is 15 %;
-# the fixture dresses BS 90, and the model's step is close to proportional to the batch (its kernels' work is)
+# the fixture dresses BS 90: its kernels' time is taken to BS 96 in proportion to the batch, the all-reduce, launch
+# gaps and host time unchanged (as tools/record_step_predictions.py --scale does)
 STEP_GOAL = 0.15
 
 
@@ -102,8 +103,9 @@ def test_green_answer_predicts_the_step_with_its_band_and_breakdown(green):
     assert step["ms"] > r["roofline_ms"] * (1 if key == "step" else 0)   # never under the floor
   assert cost["eval_step"]["ms"] < cost["step"]["ms"]
   assert sum(cost["step"]["breakdown_ms"].values()) == pytest.approx(cost["step"]["ms"], rel=0.02)
-  measured = r["published"]["step_ms"] * r["batch_size"] / r["published"]["global_batch_size"]
-  assert abs(cost["step"]["ms"] / measured - 1) < STEP_GOAL, (cost["step"]["ms"], measured)
+  bd, f = cost["step"]["breakdown_ms"], r["published"]["global_batch_size"] / r["batch_size"]
+  at96 = sum(v * f if k in ("matmul", "other", "copies") else v for k, v in bd.items())
+  assert abs(at96 / r["published"]["step_ms"] - 1) < STEP_GOAL, (cost["step"]["ms"], at96, r["published"]["step_ms"])
   ev = cost["events"]
   assert {e["device"] for e in ev} == {"host", *map(str, range(6))} and {e["queue"] for e in ev} == {"host", "compute", "copy"}
   assert {"matmul", "other", "allreduce", "host"} <= {e["kind"] for e in ev}
