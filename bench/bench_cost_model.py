@@ -38,15 +38,19 @@ def main() -> int:
   else:
     for p in json.loads(STEPS.read_text())["predictions"]:
       rows.append((p["platform"], p["global_bs"], {"ms": p["step_ms"], "low_ms": p["low_ms"], "high_ms": p["high_ms"],
-                                                   "breakdown_ms": p.get("breakdown_ms", {})}, p.get("layers", "")))
-  print(f"{'system':18s} {'BS':>5s} {'predicted':>10s} {'band':>17s} {'measured':>9s} {'error':>7s}  breakdown (ms)")
+                                                   "breakdown_ms": p.get("breakdown_ms", {}),
+                                                   "source_only_ms": p.get("source_only_ms", p["step_ms"])}, p.get("layers", "")))
+  print(f"{'system':18s} {'BS':>5s} {'predicted':>10s} {'band':>17s} {'measured':>9s} {'error':>7s} "
+        f"{'sources only':>12s} {'error':>7s}  breakdown (ms)")
   for name, bs, step, how in rows:
     pub = published(name)
     meas = pub["step_ms"] if pub and pub["global_batch_size"] == bs else None
     err = f"{100 * (step['ms'] / meas - 1):+6.1f}%" if meas else "      -"
+    src = step.get("source_only_ms", step["ms"])
+    serr = f"{100 * (src / meas - 1):+6.1f}%" if meas else "      -"
     bd = ", ".join(f"{k} {v:.0f}" for k, v in step.get("breakdown_ms", {}).items())
     print(f"{name:18s} {bs:>5d} {step['ms']:>10.1f} {step['low_ms']:>8.1f}-{step['high_ms']:<8.1f} "
-          f"{meas if meas else '-':>9} {err}  {bd}  ({how})")
+          f"{meas if meas else '-':>9} {err} {src:>12.1f} {serr}  {bd}  ({how})")
   return 0
 
 

@@ -44,6 +44,7 @@ def entry(answer: dict) -> dict:
   return {"platform": answer["platform"], "target": answer["target"], "gpus": answer["devices"],
           "global_bs": answer["batch_size"], "step_ms": step["ms"], "low_ms": step["low_ms"], "high_ms": step["high_ms"],
           "eval_bs": answer["eval_batch_size"], "eval_step_ms": ev["ms"], "layers": answer["how"],
+          "source_only_ms": step["source_only_ms"], "held_out": step["held_out"],
           "breakdown_ms": step["breakdown_ms"]}
 
 
@@ -54,7 +55,7 @@ def scaled(e: dict, bs: int) -> dict:
   bd, f = e["breakdown_ms"], bs / e["global_bs"]
   parts = {k: round(v * f if k in ("matmul", "other", "copies") else v, 2) for k, v in bd.items()}
   ms = round(sum(parts.values()) * e["step_ms"] / sum(bd.values()), 2)
-  return {**e, "global_bs": bs, "eval_bs": bs, "step_ms": ms, "low_ms": round(ms * BAND_LOW, 2),
+  return {**e, "global_bs": bs, "eval_bs": bs, "step_ms": ms, "source_only_ms": round(ms / e["held_out"], 2), "low_ms": round(ms * BAND_LOW, 2),
           "high_ms": round(ms * BAND_HIGH, 2), "eval_step_ms": round(e["eval_step_ms"] * f, 2), "breakdown_ms": parts,
           "layers": f"scaled from the dress at BS {e['global_bs']} ({e['layers']}): kernels x {bs}/{e['global_bs']}, "
                     f"all-reduce, launch and host unchanged (no dress at BS {bs})"}

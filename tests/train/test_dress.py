@@ -97,7 +97,9 @@ def test_green_answer_predicts_the_step_with_its_band_and_breakdown(green):
   cost = r["cost"]
   for key in ("step", "eval_step"):
     step = cost[key]
-    assert set(step) == {"ms", "low_ms", "high_ms", "breakdown_ms", "critical_path", "sources"}, step
+    assert set(step) == {"ms", "low_ms", "high_ms", "breakdown_ms", "critical_path", "sources", "source_only_ms",
+                         "held_out"}, step
+    assert step["ms"] == pytest.approx(step["source_only_ms"] * step["held_out"], rel=1e-3)
     assert set(step["breakdown_ms"]) == {"matmul", "other", "copies", "allreduce", "launch_host"}
     assert 0 < step["low_ms"] < step["ms"] < step["high_ms"] and step["sources"] == "mlperf_bert/train/cost/hardware.py"
     assert step["ms"] > r["roofline_ms"] * (1 if key == "step" else 0)   # never under the floor
