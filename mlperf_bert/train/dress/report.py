@@ -199,6 +199,8 @@ def format_table(r: dict[str, Any]) -> str:
   if step:
     lines.append(f"predicted train step (cost/ model, {step['sources']}): {step['ms']:.1f} ms, band "
                  f"{step['low_ms']:.1f}-{step['high_ms']:.1f} ms" + _beside(r, step["ms"]))
+    lines.append(f"  from sources alone {step['source_only_ms']:.1f} ms x {step['held_out']} (the other systems' "
+                 f"measured / predicted, HELD_OUT)" + _beside(r, step["source_only_ms"]))
     lines.append("  " + ", ".join(f"{k} {v:.1f}" for k, v in step["breakdown_ms"].items()) + " ms; " + step["critical_path"])
   if r.get("published"):
     p = r["published"]
