@@ -8,12 +8,14 @@ run_start to run_stop, with the steps to the target from MLCommons' RCP and from
 The clock: warm-up + steps x step + evals x eval batches x eval step (+ EVAL_OVERHEAD_S an eval).
 - **Steps to the target.** MLCommons' RCP for BERT at the global batch, as mlperf-logging's rcp_checker finds it
   (pruned RCPs, as package_checker and the audit run it: the record of that batch, the line between the records
-  either side, or below the smallest batch the smallest record): its olympic mean samples over the batch. The score
-  never counts fewer: when a submission's runs converge faster than the RCP mean, the rcp_checker's scaling.json
-  scales the score up to it. tinycorp's published runs at the same global batch (resources/published/
-  tinycorp-v5.0-bert.json), of the *other* systems (the convergence is the code's and the batch's, not the card's;
-  the system predicted is left out), olympic mean as MLPerf scores 10 runs: where they converge slower than the RCP,
-  that is the steps. Either count is rounded up to a whole eval (a run stops at the eval that reaches the target).
+  either side, or below the smallest batch the smallest record): its olympic mean samples over the batch, rounded up
+  to a whole eval (a run stops at the eval that reaches the target). The score never counts fewer: when a
+  submission's runs converge faster than the RCP mean, the rcp_checker's scaling.json scales the score up to it.
+  tinycorp's BERT converges slower than the reference: its published v5.0 runs (resources/published/
+  tinycorp-v5.0-bert.json) took 1.26 (green, red at BS 96) and 1.33 (MI300X at 1024) times the RCP mean samples of
+  their batch. The RCP's samples at this batch x that factor, the median over the *other* systems (the convergence
+  is the code's, not the card's; the system predicted is left out), as steps: where it is more than the RCP's, that
+  is the steps (a mean over runs, whose evals are already counted in it).
 - **The evals**: one every EVAL_STEP_FREQ steps, each ceil(10,000 / EVAL_BS) batches of the eval step.
   EVAL_OVERHEAD_S = 0: tinygrad's eval loop (examples/mlperf/model_train.py at e0139fa, the loop between eval_start and
   eval_stop) runs nothing but the eval steps, four .item() reads a batch and the next batch's load; the predicted eval
@@ -27,7 +29,7 @@ The clock: warm-up + steps x step + evals x eval batches x eval step (+ EVAL_OVE
   warm-up's.
 """
 from __future__ import annotations
-import json, math, statistics
+import functools, json, math, statistics
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,7 +52,7 @@ class Steps:
   low: float
   high: float
   rcp_steps: float       # the RCP's, rounded up to a whole eval
-  published_steps: float | None   # the other systems' published runs' olympic mean at this batch (None: none)
+  published_steps: float | None   # the RCP's x the other systems' convergence factor (None: no other system)
   own_steps: float | None         # the system's own published median (beside, never used)
   how: str
 
@@ -63,11 +65,16 @@ class Warmup:
   how: str
 
 
+@functools.lru_cache(maxsize=4)
+def _checker(ruleset: str):
+  from mlperf_logging.rcp_checker import rcp_checker
+  return rcp_checker.RCP_Checker("training", ruleset, "bert", False)
+
+
 def rcp_samples(global_bs: int, ruleset: str = RULESET) -> tuple[float, float, str]:
   """(mean samples, their standard deviation over seeds, which record) of MLCommons' BERT RCP at `global_bs`, found
   as mlperf-logging's rcp_checker.check_directory finds it (pruned RCPs)."""
-  from mlperf_logging.rcp_checker import rcp_checker
-  c = rcp_checker.RCP_Checker("training", ruleset, "bert", False)
+  c = _checker(ruleset)
   rec = c._find_rcp(global_bs, "pruned_rcps")
   if rec is not None: return float(rec["RCP Mean"]), float(rec["RCP Stdev"]), f"RCP at BS {global_bs}"
   lo, hi = c._find_top_min_rcp(global_bs, "pruned_rcps"), c._find_bottom_max_rcp(global_bs, "pruned_rcps")
@@ -93,29 +100,46 @@ def _whole_evals(steps: float, freq: int) -> float:
   return math.ceil(steps / freq - 1e-9) * freq
 
 
+def convergence_factors(exclude: str, path: Path = STEPS_FILE, ruleset: str = RULESET) -> dict[str, tuple[float, float]]:
+  """Each published system but `exclude`: (its runs' olympic mean samples to the target over the RCP mean at its
+  batch, their standard deviation over the same RCP mean): how much slower than the reference tinygrad's BERT
+  converged there."""
+  out = {}
+  for name, v in json.loads(Path(path).read_text())["systems"].items():
+    runs = [r["steps_to_target"] * v["global_batch_size"] for r in v["runs"] if r["steps_to_target"]]
+    if name == exclude or not runs: continue
+    ref = rcp_samples(v["global_batch_size"], ruleset)[0]
+    out[name] = (_olympic(runs) / ref, statistics.pstdev(runs) / ref)
+  return out
+
+
 def steps_to_target(platform: str, global_bs: int, eval_step_freq: int, path: Path = STEPS_FILE,
                     ruleset: str = RULESET) -> Steps:
-  """The steps `platform` takes to MLPerf's target at `global_bs`: the larger of the RCP's and the other systems'
-  published runs' at this batch (see the module's docstring), with a band of +-2 standard errors of an olympic mean."""
+  """The steps `platform` takes to MLPerf's target at `global_bs`: the larger of the RCP's and the RCP's times the
+  other systems' convergence factor (see the module's docstring), with a band of +-2 standard errors of an olympic
+  mean of 8 runs."""
   mean, sd, rcp_how = rcp_samples(global_bs, ruleset)
   rcp = _whole_evals(mean / global_bs, eval_step_freq)
-  se = 2 * sd / math.sqrt(KEPT) / global_bs
-  systems = json.loads(Path(path).read_text())["systems"]
-  same = {n: v for n, v in systems.items() if v["global_batch_size"] == global_bs}
-  others = [r["steps_to_target"] for n, v in same.items() if n != platform for r in v["runs"] if r["steps_to_target"]]
-  own = same[platform]["steps_to_target"] if platform in same else None
-  pub = _olympic(others) if others else None
   rcp_text = f"{rcp_how}: {mean:,.0f} samples = {rcp:,.0f} steps (whole evals)"
-  if pub is not None and pub > rcp:
-    names = ", ".join(n for n in same if n != platform)
-    pse = 2 * statistics.pstdev(others) / math.sqrt(KEPT)
-    return Steps(pub, max(rcp, pub - pse), pub + pse, rcp, pub, own,
-                 f"tinycorp's published v5.0 runs of {names} at BS {global_bs}, olympic mean {pub:,.0f} steps (slower "
-                 f"than the {rcp_text}, so the score counts them)")
-  why = (f"; tinycorp's published runs of other systems at BS {global_bs} converge in {pub:,.0f}: the score is scaled "
-         "up to the RCP" if pub is not None else f"; no other system's published runs at BS {global_bs}")
+  systems = json.loads(Path(path).read_text())["systems"]
+  own = systems[platform]["steps_to_target"] if platform in systems and \
+    systems[platform]["global_batch_size"] == global_bs else None
+  factors = convergence_factors(platform, path, ruleset)
+  if factors:
+    factor = statistics.median(f for f, _ in factors.values())
+    spread = statistics.median(s for _, s in factors.values())
+    pub = factor * mean / global_bs
+    pse = 2 * spread * mean / math.sqrt(KEPT) / global_bs
+    each = ", ".join(f"{n} {f:.3f}" for n, (f, _) in factors.items())
+    how = (f"the {rcp_text}, x {factor:.3f}: tinycorp's published v5.0 runs of {each} (olympic mean samples over the RCP "
+           f"mean at their batch; the system predicted left out) = {pub:,.0f} steps")
+    if pub > rcp: return Steps(pub, max(rcp, pub - pse), pub + pse, rcp, pub, own, how)
+    rcp_text = how + "; faster than the RCP: the score is scaled up to it"
+  else:
+    pub = None
+  se = 2 * sd / math.sqrt(KEPT) / global_bs
   return Steps(rcp, _whole_evals(mean / global_bs - se, eval_step_freq), _whole_evals(mean / global_bs + se, eval_step_freq),
-               rcp, pub, own, rcp_text + why)
+               rcp, pub, own, rcp_text)
 
 
 def warmup(platform: str, path: Path = OVERHEADS_FILE) -> Warmup:
