@@ -5,8 +5,9 @@ when it has events, over one step, as a self-contained SVG (no script, no font, 
     write_picture("step.svg", answer)      # the dress's answer["cost"]["events"], or a note that it has none
 
 Each event is a bar from its start to its end on its device's queue, coloured by its kind (events.KINDS); events of
-one kind closer than a pixel on one queue are drawn as one bar (its tooltip counts them), so a step of thousands of
-kernels stays a small file.
+one kind closer than a pixel on one queue are drawn as one bar, and so are runs of events each narrower than a pixel
+(coloured by the kind that ran longest in them; the tooltip counts them), so a step of thousands of kernels a device
+stays a small file (at most about a bar a pixel a queue).
 """
 from __future__ import annotations
 import os
@@ -32,15 +33,20 @@ def _lanes(events: list[Event]) -> list[tuple[str, str]]:
 
 
 def _bars(events: Iterable[Event], scale: float) -> list[tuple[float, float, str, str, int]]:
-  """(start, end, kind, name, count) of one lane, neighbours of one kind closer than a pixel merged."""
+  """(start, end, kind, name, count) of one lane: neighbours closer than a pixel merged when they are of one kind, or
+  when both are narrower than a pixel (then the bar takes the kind that ran longest in it)."""
   out: list[list] = []
   for e in sorted(events, key=lambda e: (e.start_ms, e.end_ms)):
-    if out and out[-1][2] == e.kind and (e.start_ms - out[-1][1]) * scale < 1.0:
-      out[-1][1] = max(out[-1][1], e.end_ms)
-      out[-1][4] += 1
+    b = out[-1] if out else None
+    thin = b is not None and (b[1] - b[0]) * scale < 1.0 and (e.end_ms - e.start_ms) * scale < 1.0
+    if b is not None and (e.start_ms - b[1]) * scale < 1.0 and (b[2] == e.kind or thin):
+      b[1] = max(b[1], e.end_ms)
+      b[4] += 1
+      b[5][e.kind] = b[5].get(e.kind, 0.0) + e.end_ms - e.start_ms
+      b[2] = max(b[5], key=b[5].get)
     else:
-      out.append([e.start_ms, e.end_ms, e.kind, e.name, 1])
-  return [tuple(b) for b in out]
+      out.append([e.start_ms, e.end_ms, e.kind, e.name, 1, {e.kind: e.end_ms - e.start_ms}])
+  return [(s, e, k, n, c) for s, e, k, n, c, _ in out]
 
 
 def _ticks(end: float) -> list[float]:
@@ -71,7 +77,7 @@ def draw_events(events: list[Event], title: str = "") -> str:
     out.append(f'<text x="4" y="{y + LANE - 3}">{escape(label)}</text>')
     out.append(f'<rect x="{LEFT}" y="{y}" width="{WIDTH - LEFT - 20}" height="{LANE}" fill="#f4f4f4"/>')
     for s, e, kind, name, n in _bars([ev for ev in events if (ev.device, ev.queue) == (dev, q)], scale):
-      tip = f"{name}" + (f" and {n - 1} more {kind}" if n > 1 else f" ({kind})") + f": {s - t0:.3f}-{e - t0:.3f} ms"
+      tip = (f"{name} and {n - 1} more, mostly {kind}" if n > 1 else f"{name} ({kind})") + f": {s - t0:.3f}-{e - t0:.3f} ms"
       out.append(f'<rect class="{kind}" x="{x(s):.2f}" y="{y}" width="{max((e - s) * scale, 0.5):.2f}" height="{LANE}" '
                  f'fill="{COLOURS[kind]}"><title>{escape(tip)}</title></rect>')
   axis = TOP + len(lanes) * (LANE + GAP) + 4
