@@ -1,6 +1,7 @@
 """The time to train and the INIT phase in the dress's answer (mlperf_bert/train/cost/): from its predicted train and
 eval steps (answer["cost"]["step"] and ["eval_step"], the step-time model's) and its distinct programs, into
-answer["cost"]["time_to_train"] and ["init"], and their lines of the dress's table.
+answer["cost"]["time_to_train"] and ["init"], and their lines of the dress's table (after the table's own lines of
+the predicted step and its breakdown).
 
     add_time_to_train(answer, eval_step_freq=1562)   # no-op (False) when the answer has no predicted step
     lines = cost_lines(answer)                       # [] when it has neither
@@ -29,17 +30,10 @@ def add_time_to_train(answer: dict[str, Any], eval_step_freq: int) -> bool:
 
 
 def cost_lines(answer: dict[str, Any]) -> list[str]:
-  """The table's lines of the predicted step's breakdown, the time to train (beside tinycorp's official score where
-  there is one) and the INIT phase; [] when the answer has none of them."""
+  """The table's lines of the time to train (beside tinycorp's official score where there is one) and the INIT phase;
+  [] when the answer has neither (the predicted step and its breakdown are the dress table's own lines)."""
   cost = answer.get("cost") or {}
   lines: list[str] = []
-  step = cost.get("step")
-  if step:
-    lines.append(f"predicted train step: {step['ms']:.1f} ms (band {step.get('low_ms', step['ms']):.1f}-"
-                 f"{step.get('high_ms', step['ms']):.1f}), critical path: {step.get('critical_path', '?')}")
-    bd = step.get("breakdown_ms") or {}
-    if bd: lines.append("  " + ", ".join(f"{k} {v:.1f} ms" for k, v in bd.items()))
-  if cost.get("eval_step"): lines.append(f"predicted eval step: {cost['eval_step']['ms']:.1f} ms")
   t = cost.get("time_to_train")
   if t:
     p = t["parts_min"]
@@ -52,5 +46,5 @@ def cost_lines(answer: dict[str, Any]) -> list[str]:
   if i:
     lines.append(f"predicted INIT phase: {i['minutes']} min (band {i.get('low_minutes')}-{i.get('high_minutes')}) for "
                  f"{i['programs']} programs x {i['beam_s_per_program']} s of BEAM: "
-                 f"{'within' if i['within_limit'] else 'OVER'} MLPerf's {i['limit_min']:g}-min limit")
+                 f"{'within' if i['within_limit'] else 'OVER'} MLPerf's {i['limit_min']:g}-min limit ({i['division']})")
   return lines

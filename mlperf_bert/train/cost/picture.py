@@ -108,7 +108,9 @@ def answer_svg(answer: dict[str, Any]) -> str:
   if not events:
     return note_svg(f"the dress of {answer.get('platform', '?')} holds no step timeline (answer['cost']['events']): "
                     "the step-time model did not run")
-  title = f"{answer.get('platform', '')}: {answer.get('devices', '?')} x {answer.get('target', '?')}, BS {answer.get('batch_size', '?')}, one train step"
+  layers = answer["cost"].get("events_layers")
+  title = (f"{answer.get('platform', '')}: {answer.get('devices', '?')} x {answer.get('target', '?')}, "
+           f"BS {answer.get('batch_size', '?')}, one train step" + (f" at {layers} layers" if layers else ""))
   return draw_events([Event(**e) for e in events], title=title)
 
 
