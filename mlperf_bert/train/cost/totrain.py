@@ -48,7 +48,7 @@ OFFICIAL_V50_MIN = {("tinybox_green", 96): 213.60, ("tinybox_red", 96): 300.51, 
 
 @dataclass(frozen=True)
 class Steps:
-  steps: float           # steps to the target, rounded up to a whole eval
+  steps: float           # steps to the target (the RCP's in whole evals, or a mean over runs: see above)
   low: float
   high: float
   rcp_steps: float       # the RCP's, rounded up to a whole eval
