@@ -42,7 +42,8 @@ def _dress(tmp: Path, name: str, *args: str) -> tuple[subprocess.CompletedProces
 @pytest.fixture(scope="module")
 def green(tmp_path_factory):
   """tinybox_green at 1 and 2 layers (6 NULL devices, BS 90, HALF), compiled for sm_89 by nvrtc."""
-  p, r = _dress(tmp_path_factory.mktemp("dress"), "green", "--platform", "tinybox_green", "--pair", "1,2", "--timeline")
+  tmp = tmp_path_factory.mktemp("dress")
+  p, r = _dress(tmp, "green", "--platform", "tinybox_green", "--pair", "1,2", "--timeline", "--picture", str(tmp / "g.svg"))
   assert p.returncode == 0, p.stderr[-3000:]
   return p, r
 
@@ -56,6 +57,22 @@ def test_green_compiles_every_kernel_with_nvrtc(green):
     assert m["train"]["programs"] > 100 and m["eval"]["programs"] > 10
   assert r["extrapolated"] and r["measured_layers"] == [1, 2] and r["layers"] == 24
   assert "extrapolated linearly to 24" in p.stdout and "fits:" in p.stdout
+
+
+@pytest.mark.slow
+def test_green_picture_is_written_and_its_cost_parts_follow_the_step_model(green, tmp_path):
+  """--picture writes an SVG beside the JSON; the time to train and INIT are in the answer exactly when the step-time
+  model put a predicted step there (train/cost/answer.py)."""
+  import xml.etree.ElementTree as ET
+  from mlperf_bert.train.cost.answer import add_time_to_train
+  p, r = green
+  svg = next(Path(a) for a in p.args if str(a).endswith("g.svg"))
+  assert ET.parse(svg).getroot().tag.endswith("svg")
+  cost = r.get("cost") or {}
+  assert ("time_to_train" in cost) == bool(cost.get("step")) and ("init" in cost) == bool(cost.get("step"))
+  assert ("predicted time to train:" in p.stdout) == bool(cost.get("step"))
+  if not cost.get("step"):
+    assert add_time_to_train(r, eval_step_freq=1666) is False
 
 
 @pytest.mark.slow
@@ -250,4 +267,5 @@ def test_snakemake_dress_plans_the_platform_s_json_and_report_section(tmp_path):
     r = snakemake(tmp_path, "-n", "dress", "--cores", "1", "--config", f"platform={name}", f"basedir={tmp_path / 'b'}")
     out = r.stdout + r.stderr
     assert "dress_platform" in out and f"dress/{name}.json" in out and f"report/dress/{name}.txt" in out, out[-2000:]
+    assert f"report/dress/{name}.svg" in out
     assert f"logs/dress/{name}.log" in out
