@@ -20,6 +20,11 @@ written to a temporary folder, unless --shards and --eval name real ones (max_se
 Printed: the machine (bench/machine.py, and the GPUs nvidia-smi or rocm-smi list), the INIT phase's seconds, each
 side's step times and their medians over the steps after the first two (compile and JIT capture), and the ratio
 this project / tinygrad (below 1.0: this project's step is faster). --json writes the figures.
+With --dress F.json (the answer of `python -m mlperf_bert dress --platform P --json F.json` for the same platform and
+--set), the dress's prediction is printed beside what was measured: the predicted train step (the step-time model's,
+answer["cost"]["step"], or else the roofline floor) against this project's median step, the predicted INIT phase
+(answer["cost"]["init"]) against the INIT phase's wall time, each with measured / predicted; a dress of other settings
+(platform, GPUS, BS) is named in a warning line. Without --dress nothing of it is printed.
 """
 from __future__ import annotations
 import argparse, json, os, re, statistics, subprocess, sys, tempfile, time
@@ -104,6 +109,39 @@ def step_ms(out: str, name: str, steps: int) -> list[float]:
   return ms
 
 
+def read_dress(path: Path) -> dict:
+  """The dress answer's prediction (platform, devices, BS, target, train step ms with its source, INIT minutes)."""
+  try: r = json.loads(path.read_text())
+  except (OSError, ValueError) as e: sys.exit(f"device_check.py: --dress {path}: not a dress answer JSON ({e}); write one "
+                                              f"with python -m mlperf_bert dress --platform P --json {path}")
+  if not isinstance(r, dict) or "batch_size" not in r:
+    sys.exit(f"device_check.py: --dress {path}: no batch_size; not a dress answer (python -m mlperf_bert dress --json)")
+  cost = r.get("cost") or {}
+  step = (cost.get("step") or {}).get("ms")
+  return {"platform": r.get("platform"), "devices": r.get("devices"), "batch_size": r.get("batch_size"),
+          "target": r.get("target"), "step_ms": step if step is not None else r.get("roofline_ms"),
+          "step_source": "the step-time model" if step is not None else "the roofline floor (no step-time model)",
+          "step_low_ms": (cost.get("step") or {}).get("low_ms"), "step_high_ms": (cost.get("step") or {}).get("high_ms"),
+          "init_min": (cost.get("init") or {}).get("minutes")}
+
+
+def prediction_lines(pred: dict, hp: dict, median_ms: float, init_s: float) -> list[str]:
+  """The dress's prediction beside the measured step and INIT phase (and a warning when the settings differ)."""
+  out = []
+  if (pred["devices"], pred["batch_size"]) != (hp["GPUS"], hp["BS"]):
+    out.append(f"warning: the dress is of {pred['platform']} with GPUS {pred['devices']}, BS {pred['batch_size']}; this "
+               f"check ran GPUS {hp['GPUS']}, BS {hp['BS']}: the figures below are of different steps")
+  if pred["step_ms"]:
+    band = (f" (band {pred['step_low_ms']}-{pred['step_high_ms']})" if pred["step_low_ms"] is not None else "")
+    out.append(f"predicted train step ({pred['step_source']}, {pred['target']}): {pred['step_ms']:.1f} ms{band}; "
+               f"measured {median_ms:.2f} ms: measured / predicted {median_ms / pred['step_ms']:.3f}")
+  else: out.append("the dress answer predicts no train step (no card known for its target)")
+  if pred["init_min"] is not None:
+    out.append(f"predicted INIT phase: {pred['init_min']:.1f} min; measured {init_s / 60:.1f} min: measured / predicted "
+               f"{init_s / 60 / pred['init_min']:.3f}")
+  return out
+
+
 def main() -> None:
   ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   ap.add_argument("checkout", type=Path, help="a tinygrad work tree (e.g. git archive of e0139fa)")
@@ -115,12 +153,15 @@ def main() -> None:
   ap.add_argument("--bert-config", type=Path, default=REPO / "resources" / "demo" / "bert_config.json")
   ap.add_argument("--timeout", type=int, default=3600, help="seconds each side may run")
   ap.add_argument("--json", type=Path, help="also write the figures as JSON here")
+  ap.add_argument("--dress", type=Path, help="a dress answer (python -m mlperf_bert dress --json F.json): print its "
+                  "prediction beside what this check measures")
   a = ap.parse_args()
   co = a.checkout.resolve()
   if not (co / "examples" / "mlperf" / "model_train.py").is_file():
     sys.exit(f"device_check.py: {co}: no examples/mlperf/model_train.py; pass a tinygrad work tree (see --help)")
   if a.steps < 3: sys.exit("device_check.py: --steps must be at least 3 (the first two compile and capture)")
   if bool(a.shards) != bool(a.eval): sys.exit("device_check.py: --shards and --eval go together")
+  pred = read_dress(a.dress) if a.dress else None   # before anything runs: a bad file ends the check here
   import yaml
   over = {k.strip(): yaml.safe_load(v) for k, v in (s.split("=", 1) for s in a.set)}
   settings = resolve(load_platform(a.platform_file), over, seed=0, eval_examples=10000)
@@ -164,6 +205,9 @@ def main() -> None:
   print(f"this project: median step {med_ours:.2f} ms over steps 2..{a.steps - 1} (first {ours_ms[0]:.0f} ms)")
   print(f"tinygrad model_train.py: median step {med_tg:.2f} ms over steps 2..{a.steps - 1} (first {tg_ms[0]:.0f} ms)")
   print(f"ratio this project / tinygrad: {res['ratio']:.3f}")
+  if pred is not None:
+    res["prediction"] = pred
+    for line in prediction_lines(pred, hp, med_ours, init_s): print(line)
   if a.json: a.json.write_text(json.dumps(res, indent=1) + "\n")
 
 

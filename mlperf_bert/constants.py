@@ -15,6 +15,9 @@ FEATURES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions", "ma
 
 # MLPerf's eval set size for BERT (pick_eval_samples.py's default).
 EVAL_SAMPLES = 10000
+# the INIT phase's limit in minutes, by division, as mlperf-logging's compliance checker's common.yaml sets them (the
+# audit checks logs against it; the dress's INIT prediction, train/cost/init.py, too)
+INIT_LIMIT_MIN = {"closed": 30, "open": 240}
 # the tinygrad whose internals train/cpu_threads.py (CPUProgram.__call__), train/jitmem.py and the dress (the JIT's
 # planner, TinyJit.cnt, CapturedJit._written_uops) read: each refuses another version in one line
 TINYGRAD_PINNED = "0.14.0"

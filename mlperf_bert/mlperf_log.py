@@ -15,7 +15,7 @@ REHEARSAL_KEY = "rehearsal"       # a rehearsal's line (rehearse=true): train/ml
 
 
 @dataclass(frozen=True)
-class Event:
+class LogEvent:
   """One `:::MLLOG` record."""
   key: str
   value: Any
@@ -54,8 +54,8 @@ def json_depth_ok(text: str, max_depth: int = MAX_JSON_DEPTH) -> bool:
   return True
 
 
-def parse_line(line: str, lineno: int = 0) -> Event | MalformedLine | None:
-  """One line -> Event, MalformedLine (token present, record bad) or None (no token)."""
+def parse_line(line: str, lineno: int = 0) -> LogEvent | MalformedLine | None:
+  """One line -> LogEvent, MalformedLine (token present, record bad) or None (no token)."""
   i = line.find(TOKEN)
   if i < 0: return None
   payload = line[i + len(TOKEN):].strip()
@@ -80,9 +80,9 @@ def parse_line(line: str, lineno: int = 0) -> Event | MalformedLine | None:
     return MalformedLine(lineno, text, f"'metadata' is a {type(meta).__name__}, expected a JSON object")
   if "value" not in rec:
     return MalformedLine(lineno, text, "record has no 'value'")
-  return Event(rec["key"], rec["value"], float(t), meta, str(rec.get("event_type", "")), lineno)
+  return LogEvent(rec["key"], rec["value"], float(t), meta, str(rec.get("event_type", "")), lineno)
 
 
 def event_keys(text: str) -> list[str]:
   """The keys of the valid records of a log's text, in order (a torn last line is no record)."""
-  return [r.key for r in (parse_line(line) for line in text.splitlines()) if isinstance(r, Event)]
+  return [r.key for r in (parse_line(line) for line in text.splitlines()) if isinstance(r, LogEvent)]

@@ -17,7 +17,7 @@ from typing import Callable
 
 from mlperf_bert.audit.rows import CHAIN, RETRAIN, Audit
 from mlperf_bert.errors import UserError
-from mlperf_bert.mlperf_log import Event, parse_line
+from mlperf_bert.mlperf_log import LogEvent, parse_line
 
 RETRAIN_OR_RESTORE = f"{RETRAIN} (or restore the files the run read)"
 
@@ -131,7 +131,7 @@ def check_duplicates(audit: Audit, base: Path, heads: dict, hasher: Callable) ->
 def logged_accuracies(log: Path) -> list[float]:
   """The eval_accuracy values a result log holds, in its order."""
   events = (parse_line(line) for line in log.read_text(errors="replace").splitlines())
-  return [ev.value for ev in events if isinstance(ev, Event) and ev.key == "eval_accuracy"]
+  return [ev.value for ev in events if isinstance(ev, LogEvent) and ev.key == "eval_accuracy"]
 
 
 def _accuracy_diff(log: Path, rec: dict) -> str:

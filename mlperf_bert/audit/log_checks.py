@@ -11,7 +11,7 @@ from pathlib import Path
 
 
 from mlperf_bert.errors import UserError
-from mlperf_bert.constants import EVAL_SAMPLES, RULESET
+from mlperf_bert.constants import EVAL_SAMPLES, INIT_LIMIT_MIN, RULESET
 from mlperf_bert.audit.mlperf_tools import bert_in_ruleset, compliance_check, has_rcps, rcp_check, supported_rulesets
 from mlperf_bert.audit.forged import TIME_CHECKS, check_clock, check_copies
 from mlperf_bert.audit.rehearsal import check_rehearsal
@@ -22,7 +22,6 @@ RESULT_COUNT = 10          # logs per system that MLPerf scores BERT from (mlper
 # a log's lines that are no :::MLLOG record (the trainer's own output): the published BERT logs of v0.7-v5.0 hold up to
 # 3.7 MB of them (NVIDIA v0.7 dgx1: 99.8 % of the log; tests/fixtures/audit-calibration.json); more is a WARN
 OTHER_BYTES_WARN = 4 << 20
-INIT_LIMIT_MIN = {"closed": 30, "open": 240}   # as the compliance checker's common.yaml sets them
 
 
 def _fingerprint(log: MLPerfLog) -> tuple:

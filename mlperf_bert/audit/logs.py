@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from mlperf_bert.audit.untrusted import MAX_LINE_BYTES, MAX_LOG_BYTES
-from mlperf_bert.mlperf_log import TOKEN, Event, MalformedLine, parse_line  # noqa: F401 (the audit's names)
+from mlperf_bert.mlperf_log import TOKEN, LogEvent, MalformedLine, parse_line  # noqa: F401 (the audit's names)
 
 BOUND_ERRORS = ("line is", "JSON nested")  # how the MalformedLine errors of the bounds begin
 # the BERT closed-division target (masked-LM accuracy), as mlperf-logging's closed_bert.yaml checks it
@@ -26,7 +26,7 @@ BERT_TARGET_ACCURACY = 0.720
 class MLPerfLog:
   """A parsed result log. `events` are in file order."""
   path: Path | None
-  events: list[Event] = field(default_factory=list)
+  events: list[LogEvent] = field(default_factory=list)
   malformed: list[MalformedLine] = field(default_factory=list)
   other_lines: list[tuple[int, str]] = field(default_factory=list)
   other_bytes: int = 0  # bytes of the lines that are no :::MLLOG record (blank ones and line ends included)
@@ -36,13 +36,13 @@ class MLPerfLog:
                              # parser (whose regular expressions are slow on such lines) must not read it
 
   # -- generic access
-  def all(self, key: str) -> list[Event]:
+  def all(self, key: str) -> list[LogEvent]:
     return [e for e in self.events if e.key == key]
 
-  def first(self, key: str) -> Event | None:
+  def first(self, key: str) -> LogEvent | None:
     return next((e for e in self.events if e.key == key), None)
 
-  def last(self, key: str) -> Event | None:
+  def last(self, key: str) -> LogEvent | None:
     return next((e for e in reversed(self.events) if e.key == key), None)
 
   def value(self, key: str, default: Any = None) -> Any:
@@ -119,7 +119,7 @@ class MLPerfLog:
 
   # -- evaluation
   @property
-  def eval_accuracies(self) -> list[Event]:
+  def eval_accuracies(self) -> list[LogEvent]:
     return self.all("eval_accuracy")
 
   @property

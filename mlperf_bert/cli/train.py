@@ -98,7 +98,7 @@ def _cmd_dress(a) -> int:
   result = dress.dress_files(dress.find_platform_file(a.platform), a.bert_config or dress.DEFAULT_BERT_CONFIG,
                              layers=dress.parse_layers(a.layers), pair=dress.parse_pair(a.pair),
                              overrides=_parse_set(a.set), on_cpu=a.cpu, json_out=a.json, log=_log,
-                             timeline=a.timeline)
+                             timeline=a.timeline, picture_out=a.picture)
   print(result["table"])
   if result["fits"] is False:
     _log(f"error: {result['platform']} at BS {result['batch_size']} does not fit in {result['card']['name']}'s memory "
@@ -121,6 +121,8 @@ def _add_dress(sub) -> None:
   p.add_argument("--set", nargs="*", metavar="KEY=VALUE", help="override platform keys (YAML values), e.g. BS=72")
   p.add_argument("--bert-config", help="bert_config.json (default: MLPerf's, resources/demo/bert_config.json)")
   p.add_argument("--json", metavar="OUT", help="also write the figures as JSON")
+  p.add_argument("--picture", metavar="FILE.svg", help="also draw each device's compute and copy queues over one "
+                 "predicted train step as an SVG (a note when the answer holds no step timeline)")
   p.add_argument("--cpu", action="store_true", help="run the same steps on this machine's CPU instead (they execute: "
                  "small models only; what the NULL device's counts are checked against)")
   p.add_argument("--timeline", action="store_true", help="also print where each step's memory goes on the device that "

@@ -42,7 +42,8 @@ def _dress(tmp: Path, name: str, *args: str) -> tuple[subprocess.CompletedProces
 @pytest.fixture(scope="module")
 def green(tmp_path_factory):
   """tinybox_green at 1 and 2 layers (6 NULL devices, BS 90, HALF), compiled for sm_89 by nvrtc."""
-  p, r = _dress(tmp_path_factory.mktemp("dress"), "green", "--platform", "tinybox_green", "--pair", "1,2", "--timeline")
+  tmp = tmp_path_factory.mktemp("dress")
+  p, r = _dress(tmp, "green", "--platform", "tinybox_green", "--pair", "1,2", "--timeline", "--picture", str(tmp / "g.svg"))
   assert p.returncode == 0, p.stderr[-3000:]
   return p, r
 
@@ -56,6 +57,22 @@ def test_green_compiles_every_kernel_with_nvrtc(green):
     assert m["train"]["programs"] > 100 and m["eval"]["programs"] > 10
   assert r["extrapolated"] and r["measured_layers"] == [1, 2] and r["layers"] == 24
   assert "extrapolated linearly to 24" in p.stdout and "fits:" in p.stdout
+
+
+@pytest.mark.slow
+def test_green_picture_is_written_and_its_cost_parts_follow_the_step_model(green, tmp_path):
+  """--picture writes an SVG beside the JSON; the time to train and INIT are in the answer exactly when the step-time
+  model put a predicted step there (train/cost/answer.py)."""
+  import xml.etree.ElementTree as ET
+  from mlperf_bert.train.cost.answer import add_time_to_train
+  p, r = green
+  svg = next(Path(a) for a in p.args if str(a).endswith("g.svg"))
+  assert ET.parse(svg).getroot().tag.endswith("svg")
+  cost = r.get("cost") or {}
+  assert ("time_to_train" in cost) == bool(cost.get("step")) and ("init" in cost) == bool(cost.get("step"))
+  assert ("predicted time to train:" in p.stdout) == bool(cost.get("step"))
+  if not cost.get("step"):
+    assert add_time_to_train(r, eval_step_freq=1666) is False
 
 
 @pytest.mark.slow
@@ -83,6 +100,36 @@ def test_green_per_layer_memory_and_flops_match_the_analytic_count(green):
   # the data-parallel copies: the grads' all-reduce moves bytes between the devices, the eval copies nothing large
   assert r["train"]["copies"] > 0 and r["train"]["copy_bytes"] > r["eval"]["copy_bytes"]
   assert r["roofline_ms"] > 0 and r["published"]["step_ms"] == 380.6
+
+
+# the step-time model (train/cost/) against tinycorp's v5.0 green step (380.6 ms at BS 96): the issue's goal is 15 %;
+# the fixture dresses BS 90: its kernels' time is taken to BS 96 in proportion to the batch, the all-reduce, launch
+# gaps and host time unchanged (as tools/record_step_predictions.py --scale does)
+STEP_GOAL = 0.15
+
+
+@pytest.mark.slow
+def test_green_answer_predicts_the_step_with_its_band_and_breakdown(green):
+  p, r = green
+  cost = r["cost"]
+  for key in ("step", "eval_step"):
+    step = cost[key]
+    assert set(step) == {"ms", "low_ms", "high_ms", "breakdown_ms", "critical_path", "sources", "source_only_ms",
+                         "held_out"}, step
+    assert step["ms"] == pytest.approx(step["source_only_ms"] * step["held_out"], rel=1e-3)
+    assert set(step["breakdown_ms"]) == {"matmul", "other", "copies", "allreduce", "launch_host"}
+    assert 0 < step["low_ms"] < step["ms"] < step["high_ms"] and step["sources"] == "mlperf_bert/train/cost/hardware.py"
+    assert step["ms"] > r["roofline_ms"] * (1 if key == "step" else 0)   # never under the floor
+  assert cost["eval_step"]["ms"] < cost["step"]["ms"]
+  assert sum(cost["step"]["breakdown_ms"].values()) == pytest.approx(cost["step"]["ms"], rel=0.02)
+  bd, f = cost["step"]["breakdown_ms"], r["published"]["global_batch_size"] / r["batch_size"]
+  at96 = sum(v * f if k in ("matmul", "other", "copies") else v for k, v in bd.items())
+  assert abs(at96 / r["published"]["step_ms"] - 1) < STEP_GOAL, (cost["step"]["ms"], at96, r["published"]["step_ms"])
+  ev = cost["events"]
+  assert {e["device"] for e in ev} == {"host", *map(str, range(6))} and {e["queue"] for e in ev} == {"host", "compute", "copy"}
+  assert {"matmul", "other", "allreduce", "host"} <= {e["kind"] for e in ev}
+  assert all(e["end_ms"] >= e["start_ms"] for e in ev)
+  assert "predicted train step" in p.stdout and "critical path" not in p.stderr
 
 
 # a data-parallel step's devices do the same work: tinygrad 0.14's TLSF planner left their arenas 21-62 MB apart
@@ -220,4 +267,5 @@ def test_snakemake_dress_plans_the_platform_s_json_and_report_section(tmp_path):
     r = snakemake(tmp_path, "-n", "dress", "--cores", "1", "--config", f"platform={name}", f"basedir={tmp_path / 'b'}")
     out = r.stdout + r.stderr
     assert "dress_platform" in out and f"dress/{name}.json" in out and f"report/dress/{name}.txt" in out, out[-2000:]
+    assert f"report/dress/{name}.svg" in out
     assert f"logs/dress/{name}.log" in out

@@ -6,6 +6,7 @@ with job_log(snakemake.log[0]):
     p = snakemake.params
     r = dress_files(snakemake.input.platform_file, snakemake.input.bert_config,
                     layers=parse_layers(None if p.layers is None else str(p.layers)), overrides=dict(p.overrides),
-                    json_out=snakemake.output.json, table_out=snakemake.output.table)
+                    json_out=snakemake.output.json, table_out=snakemake.output.table,
+                    picture_out=snakemake.output.picture)
     print(r["table"])
 print(r["table"], flush=True)  # and on Snakemake's own output: the answer a user ran `snakemake dress` for

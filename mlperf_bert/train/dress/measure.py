@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 from tinygrad import Device, Tensor
 from tinygrad.device import CompileError, MultiBuffer
-from tinygrad.helpers import GlobalCounters
+from tinygrad.helpers import GlobalCounters, ansistrip
 from tinygrad.engine.realize import estimate_uop, get_call_kernels
 from tinygrad.uop.ops import Ops, sym_infer
 
@@ -83,7 +83,50 @@ def jit_items(jit, devices: tuple[str, ...]) -> dict[str, Any]:
       copies += len(ks)
       copy_bytes += len(ks) * int(sym_infer(est.mem, {}))
   return {"kernels_per_device": kernels, "kernels": sum(kernels.values()), "programs": len(programs),
-          "copies": copies, "copy_bytes": copy_bytes, "flops": flops, "bytes": mem}
+          "copies": copies, "copy_bytes": copy_bytes, "flops": flops, "bytes": mem,
+          "calls": call_records(jit)}
+
+
+def _devices(u) -> list[str]:
+  return list(u.device) if isinstance(u.device, tuple) else [u.device]
+
+
+def call_records(jit) -> list[dict[str, Any]]:
+  """Each call of a captured TinyJit in its order, for the cost model (mlperf_bert/train/cost/): a kernel's name,
+  devices, FLOPs and bytes (tinygrad's estimates: ops, lds, mem), launch dimensions (global size in blocks, local size
+  in threads), the accumulate dtype of its tensor/matrix-core uops (Ops.WMMA; None without), and its buffers out and in
+  (a list a device); a copy's bytes, its source and destination devices and buffers. Buffers are numbered by first appearance."""
+  ids: dict[Any, int] = {}
+
+  def num(u) -> list[int]:   # each device's buffer of an argument (a MultiBuffer's pieces), numbered
+    try: real = u.buffer
+    except Exception: real = None   # a jit input or a view tinygrad resolves at launch: the UOp itself
+    if real is None: return [ids.setdefault(("uop", u), len(ids))]
+    bufs = real.bufs if isinstance(real, MultiBuffer) else [real]
+    return [ids.setdefault(id(b._base or b), len(ids)) for b in bufs]
+
+  def per_device(args, idx) -> list[list[int]]:   # each device's buffers of the arguments `idx`, as "devices" orders them
+    nums = [num(args[i]) for i in idx]
+    return [[n[j] if len(n) > 1 else n[0] for n in nums] for j in range(len(_devices(args[0])))]
+  out = []
+  for call in _calls(jit.captured._linear):
+    ast, args = call.src[0], tuple(s for s in call.src[1:] if not s.is_bound_var)
+    est = estimate_uop(call)
+    if ast.op is Ops.PROGRAM:
+      info = ast.arg
+      gs, ls = info.launch_dims({})
+      lin = next((s for s in ast.src if s.op is Ops.LINEAR), None)
+      # the accumulate dtype of its tensor-core (WMMA) uops: "half", "float", or None without tensor cores
+      wmma = next((u for u in lin.src if u.op is Ops.WMMA), None) if lin is not None else None
+      tc = None if wmma is None else getattr(wmma.dtype, "base", wmma.dtype).name
+      out.append({"k": "kernel", "name": ansistrip(info.name), "devices": _devices(args[0]), "flops": int(sym_infer(est.ops, {})),
+                  "bytes": int(sym_infer(est.mem, {})), "lds": int(sym_infer(est.lds, {})),
+                  "global": [int(x) for x in gs], "local": [int(x) for x in ls] if ls else None, "tc": tc,
+                  "outs": per_device(args, info.outs), "ins": per_device(args, info.ins)})
+    elif ast.op is Ops.COPY:
+      out.append({"k": "copy", "name": "copy", "bytes": int(sym_infer(est.mem, {})), "dst": _devices(args[0]),
+                  "src": _devices(args[1]), "outs": num(args[0]), "ins": num(args[1])})
+  return out
 
 
 def _bytes_per_device(tensors, devices: tuple[str, ...]) -> dict[str, int]:

@@ -195,6 +195,13 @@ def format_table(r: dict[str, Any]) -> str:
   if r["roofline_ms"] is not None:
     lines.append(f"roofline floor of a train step on {card['name']}'s peaks ({card['tflops']} TFLOPS, {card['gbps']:.0f} GB/s): "
                  f"{r['roofline_ms']} ms")
+  step = (r.get("cost") or {}).get("step")
+  if step:
+    lines.append(f"predicted train step (cost/ model, {step['sources']}): {step['ms']:.1f} ms, band "
+                 f"{step['low_ms']:.1f}-{step['high_ms']:.1f} ms" + _beside(r, step["ms"]))
+    lines.append(f"  from sources alone {step['source_only_ms']:.1f} ms x {step['held_out']} (the other systems' "
+                 f"measured / predicted, HELD_OUT)" + _beside(r, step["source_only_ms"]))
+    lines.append("  " + ", ".join(f"{k} {v:.1f}" for k, v in step["breakdown_ms"].items()) + " ms; " + step["critical_path"])
   if r.get("published"):
     p = r["published"]
     lines.append(f"published ({p['source']}): {p['system']} {p['step_ms']} ms a step at BS {p['global_batch_size']}, "
@@ -203,6 +210,13 @@ def format_table(r: dict[str, Any]) -> str:
       lines.append(f"this platform: {r['steps_to_target']:,} steps at BS {r['batch_size']} x the roofline floor = "
                    f"{r['roofline_run_min']} min at the very least")
   return "\n".join(lines)
+
+
+def _beside(r: dict[str, Any], ms: float) -> str:
+  """tinycorp's measured step beside the prediction, where the published system ran this batch size."""
+  p = r.get("published")
+  if not p or p["global_batch_size"] != r["batch_size"]: return ""
+  return f"; tinycorp measured {p['step_ms']} ms ({100 * (ms / p['step_ms'] - 1):+.1f} %)"
 
 
 def format_timelines(r: dict[str, Any]) -> str:

@@ -24,10 +24,12 @@ def export_environment(setup: DressSetup, environ: MutableMapping[str, str]) -> 
 def dress_files(platform_file: str | os.PathLike, bert_config: str | os.PathLike, *, layers: int | None = None,
                 pair: tuple[int, int] = DEFAULT_PAIR, overrides: dict[str, Any] | None = None, on_cpu: bool = False,
                 json_out: str | os.PathLike | None = None, table_out: str | os.PathLike | None = None,
-                log=print, timeline: bool = False) -> dict[str, Any]:
+                log=print, timeline: bool = False, picture_out: str | os.PathLike | None = None) -> dict[str, Any]:
   """The whole dress of a platform file: checked, the environment exported (tinygrad must not be imported yet),
-  measured, and the answer written (JSON, table), each file atomically. Returns the answer with its table (and with
-  `timeline`, each step's memory plan on the device that holds most, at the deepest depth measured)."""
+  measured, and the answer written (JSON, table, and with `picture_out` the step's queues as an SVG), each file
+  atomically. Returns the answer with its table (and with `timeline`, each step's memory plan on the device that
+  holds most, at the deepest depth measured). Where the answer predicts a step (answer["cost"]["step"]), the time to
+  train and the INIT phase are added (train/cost/answer.py)."""
   setup = set_up_dress(platform_file, config_depth(bert_config), layers=layers, pair=pair, overrides=overrides,
                     on_cpu=on_cpu)
   if "tinygrad" in sys.modules:
@@ -37,22 +39,29 @@ def dress_files(platform_file: str | os.PathLike, bert_config: str | os.PathLike
   from mlperf_bert.fileio import atomic_path
   from mlperf_bert.train.dress.report import format_table, format_timelines
   from mlperf_bert.train.footprint import dress_footprint  # the disk a run takes (its own module)
+  from mlperf_bert.train.cost.answer import add_time_to_train, cost_lines
   result = run_dress(setup, bert_config, log=log)
+  add_time_to_train(result, eval_step_freq=setup.settings.eval.step_freq)
   result["footprint"] = dress_footprint(setup.settings.replace(BERT_LAYERS=setup.full_depth), bert_config)
-  result["table"] = "\n".join([format_table(result), *result["footprint"]["lines"]]) + \
+  result["table"] = "\n".join([format_table(result), *cost_lines(result), *result["footprint"]["lines"]]) + \
     ("\n" + format_timelines(result) if timeline else "")
   for out, text in ((json_out, json.dumps(result, indent=1) + "\n"), (table_out, result["table"] + "\n")):
     if out is None: continue
     with atomic_path(out) as tmp: tmp.write_text(text)
+  if picture_out is not None:
+    from mlperf_bert.train.cost.picture import write_picture
+    write_picture(picture_out, result)
   return result
 
 
 def run_dress(setup: DressSetup, bert_config, log=print) -> dict[str, Any]:
-  """The dress of a setup (set_up_dress): each depth measured, the answer summarized (report.summarize);
+  """The dress of a setup (set_up_dress): each depth measured, the answer summarized (report.summarize), its step
+  predicted (cost/predict.py: answer["cost"]);
   when it does not fit, a second batch size (half, a multiple of GPUS) measured the same way for the largest BS that
   fits (memory is close to linear in BS)."""
   from mlperf_bert.train.dress.measure import measure     # imports tinygrad: after the export
   from mlperf_bert.train.dress.report import summarize
+  from mlperf_bert.train.cost.predict import predict_cost
   from mlperf_bert.train.trainer import model_config
 
   def dress(p):
@@ -75,4 +84,5 @@ def run_dress(setup: DressSetup, bert_config, log=print) -> dict[str, Any]:
       result = summarize(setup, model_config(bert_config, s.model), result["measurements"], SEQ, PRED,
                          bs_points=[result, second])
       result["second_batch_size"] = {k: second[k] for k in ("batch_size", "eval_batch_size", "memory")}
+  result["cost"] = predict_cost(result)
   return result

@@ -15,7 +15,7 @@ from typing import Sequence
 
 from mlperf_bert.data.loader import open_shards
 from mlperf_bert.errors import UserError
-from mlperf_bert.mlperf_log import Event, parse_line
+from mlperf_bert.mlperf_log import LogEvent, parse_line
 from mlperf_bert.train.environment import tinygrad_env
 from mlperf_bert.train.record import publish_result
 from mlperf_bert.train.settings import Settings
@@ -64,7 +64,7 @@ def _accuracies(log_path: Path, global_batch: int) -> tuple[str, list[tuple[int,
   """run_stop's status and (step, accuracy) of each eval (train_bert logs the samples seen as epoch_num)."""
   status, accs = "aborted", []
   for ev in (parse_line(line) for line in log_path.read_text().splitlines()):
-    if not isinstance(ev, Event): continue
+    if not isinstance(ev, LogEvent): continue
     if ev.key == "eval_accuracy": accs.append((int(ev.metadata["epoch_num"]) // global_batch, float(ev.value)))
     if ev.key == "run_stop": status = ev.metadata.get("status", "aborted")
   return status, accs

@@ -1,0 +1,50 @@
+"""The time to train and the INIT phase in the dress's answer (mlperf_bert/train/cost/): from its predicted train and
+eval steps (answer["cost"]["step"] and ["eval_step"], the step-time model's) and its distinct programs, into
+answer["cost"]["time_to_train"] and ["init"], and their lines of the dress's table (after the table's own lines of
+the predicted step and its breakdown).
+
+    add_time_to_train(answer, eval_step_freq=1562)   # no-op (False) when the answer has no predicted step
+    lines = cost_lines(answer)                       # [] when it has neither
+"""
+from __future__ import annotations
+from typing import Any
+
+from mlperf_bert.train.cost.init import predict_init
+from mlperf_bert.train.cost.totrain import predict
+
+
+def _band(x: dict) -> tuple[float, float, float]:
+  return float(x["ms"]), float(x.get("low_ms", x["ms"])), float(x.get("high_ms", x["ms"]))
+
+
+def add_time_to_train(answer: dict[str, Any], eval_step_freq: int) -> bool:
+  """Fill answer["cost"]["time_to_train"] (totrain.predict at the answer's platform, global BS and EVAL_BS) and
+  answer["cost"]["init"] (init.predict_init of its train + eval programs) where answer["cost"]["step"] and
+  ["eval_step"] are present; True when it did, False (nothing changed) when the answer has no predicted step."""
+  cost = answer.get("cost")
+  if not isinstance(cost, dict) or not cost.get("step") or not cost.get("eval_step"): return False
+  cost["time_to_train"] = predict(answer["platform"], int(answer["batch_size"]), int(answer["eval_batch_size"]),
+                                  int(eval_step_freq), _band(cost["step"]), _band(cost["eval_step"]))
+  cost["init"] = predict_init(answer["platform"], int(answer["train"]["programs"]) + int(answer["eval"]["programs"]))
+  return True
+
+
+def cost_lines(answer: dict[str, Any]) -> list[str]:
+  """The table's lines of the time to train (beside tinycorp's official score where there is one) and the INIT phase;
+  [] when the answer has neither (the predicted step and its breakdown are the dress table's own lines)."""
+  cost = answer.get("cost") or {}
+  lines: list[str] = []
+  t = cost.get("time_to_train")
+  if t:
+    p = t["parts_min"]
+    official = (f"; tinycorp's official v5.0 score {t['official_v50_min']} min ({100 * t['error_vs_official']:+.1f} %)"
+                if "official_v50_min" in t else "")
+    lines.append(f"predicted time to train: {t['minutes']} min (band {t['low_minutes']}-{t['high_minutes']}){official}")
+    lines.append(f"  {t['steps']:,} steps {p['steps_min']} min + {t['evals']:g} evals of {t['eval_batches']} batches "
+                 f"{p['evals_min']} min + warm-up {p['warmup_min']} min; steps: {t['how']['steps']}")
+  i = cost.get("init")
+  if i:
+    lines.append(f"predicted INIT phase: {i['minutes']} min (band {i.get('low_minutes')}-{i.get('high_minutes')}) for "
+                 f"{i['programs']} programs x {i['beam_s_per_program']} s of BEAM: "
+                 f"{'within' if i['within_limit'] else 'OVER'} MLPerf's {i['limit_min']:g}-min limit ({i['division']})")
+  return lines

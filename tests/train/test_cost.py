@@ -1,0 +1,131 @@
+"""The step-time model (mlperf_bert/train/cost/): a kernel's time, wave quantization, the simulation's overlap and
+waits on small hand-made graphs, every constant's source, and the recorded predictions against tinycorp's figures."""
+import ast, dataclasses, json
+from pathlib import Path
+
+import pytest
+
+from mlperf_bert.train.cost import hardware
+from mlperf_bert.train.cost.hardware import BOXES, RTX_4090, Box
+from mlperf_bert.train.cost.kernel import beam_fill, copy_ms, fill, kernel_time
+from mlperf_bert.train.cost.predict import predict_step
+from mlperf_bert.train.cost.simulate import simulate
+
+REPO = Path(__file__).resolve().parents[2]
+# a box of round numbers: 1 us launch, 1 ms a MB over the link, no copy setup, no host
+BOX = Box(RTX_4090, link_gbps=1.0, link_source="test", launch_us=1.0, copy_setup_us=0.0, host_ms=0.0)
+
+
+def _kernel(name, devices, ins, outs, flops=0, nbytes=0, tc=None, gs=(1024, 1, 1), ls=(128, 1, 1)):
+  return {"k": "kernel", "name": name, "devices": devices, "flops": flops, "bytes": nbytes, "global": list(gs),
+          "local": list(ls), "tc": tc, "ins": ins, "outs": outs}
+
+
+def _copy(src, dst, i, o, nbytes):
+  return {"k": "copy", "name": "copy", "bytes": nbytes, "src": [src], "dst": [dst], "ins": [i], "outs": [o]}
+
+
+def test_a_big_gemm_runs_at_the_speed_tests_achievable_share_of_the_peak():
+  flops = 2 * 8192 * 4096 * 1024
+  t = kernel_time(RTX_4090, flops, 0, (1024, 1, 1), (128, 1, 1), "float")
+  assert t.bound == "compute" and t.fill == 1.0
+  assert t.ms == pytest.approx(1e3 * flops / (115e12), rel=1e-9)     # speed_v_theoretical.py: 115 TFLOPS on the 4090
+  half = kernel_time(RTX_4090, flops, 0, (1024, 1, 1), (128, 1, 1), "half")
+  assert half.ms == pytest.approx(t.ms * 165.2 / 330.3)               # fp16 accumulate: twice the rate
+  vec = kernel_time(RTX_4090, flops, 0, (1024, 1, 1), (128, 1, 1), None)
+  assert vec.ms > t.ms * 1.9                                            # no tensor cores: the vector units
+  mem = kernel_time(RTX_4090, 0, 840e6, (1024, 1, 1), (128, 1, 1), None)
+  assert mem.bound == "memory" and mem.ms == pytest.approx(1.0)        # 840 GB/s achievable: 840 MB in 1 ms
+
+
+def test_wave_quantization_on_the_card_s_units():
+  assert fill(RTX_4090, (128, 1, 1), (128, 1, 1)) == 1.0              # one full wave of 128 SMs
+  assert fill(RTX_4090, (129, 1, 1), (128, 1, 1)) == pytest.approx(129 / 256)   # a second wave of one block
+  assert fill(RTX_4090, (64, 1, 1), (128, 1, 1)) == 0.5                # half the SMs idle
+  assert fill(RTX_4090, (128, 1, 1), (32, 1, 1)) == 0.25               # one warp an SM: a quarter of its lanes
+  assert fill(RTX_4090, (1, 1, 1), None) == pytest.approx(1 / 128 / 128)
+  one = kernel_time(RTX_4090, 0, 1e6, (64, 1, 1), (128, 1, 1), None, beam=False).ms
+  assert kernel_time(RTX_4090, 0, 1e6, (128, 1, 1), (128, 1, 1), None, beam=False).ms == pytest.approx(one / 2)
+
+
+def test_beam_spreads_a_big_kernel_over_the_card_but_not_a_small_one():
+  # a reduction compiled as 8 blocks of 32 threads (hand-coded options) reading 125 MB: BEAM can split it over the card
+  assert fill(RTX_4090, (8, 1, 1), (32, 1, 1)) == pytest.approx(8 / 128 / 4)
+  assert beam_fill(RTX_4090, (8, 1, 1), (32, 1, 1), 125e6) == pytest.approx(1.0, rel=1e-3)
+  assert kernel_time(RTX_4090, 0, 125e6, (8, 1, 1), (32, 1, 1), None).ms < \
+    kernel_time(RTX_4090, 0, 125e6, (8, 1, 1), (32, 1, 1), None, beam=False).ms / 50
+  # 8 KB: 1024 threads of 8 bytes, 8 blocks of 128: no more than that
+  assert beam_fill(RTX_4090, (1, 1, 1), (1, 1, 1), 8192) == pytest.approx(8 / 128)
+
+
+def test_a_copy_costs_its_bytes_over_the_link():
+  assert copy_ms(BOX, 1e6) == pytest.approx(1.0)
+  green = BOXES["CUDA:sm_89"]
+  assert copy_ms(green, 24.4e9) == pytest.approx(1e3 + green.copy_setup_us / 1e3)
+
+
+def test_the_copy_queue_overlaps_compute_that_does_not_wait_for_it():
+  # device a: k1 writes buffer 1, a copy sends it to b (1 ms), k2 on a (independent) runs beside the copy;
+  # k3 on b reads the copied buffer 2 and waits for the copy
+  mem = 840e6 * 2      # 2 ms of memory-bound kernel at full fill on the 4090
+  calls = [_kernel("k1", ["a"], [[]], [[1]], nbytes=mem / 2), _copy("a", "b", 1, 2, 1e6),
+           _kernel("k2", ["a"], [[3]], [[4]], nbytes=mem), _kernel("k3", ["b"], [[2]], [[5]], nbytes=mem / 2)]
+  sim = simulate(calls, BOX, ["a", "b"])
+  ev = {e.name: e for e in sim.events}
+  k1, cp, k2, k3 = ev["k1"], next(e for e in sim.events if e.queue == "copy"), ev["k2"], ev["k3"]
+  assert cp.start_ms == pytest.approx(k1.end_ms) and cp.end_ms == pytest.approx(k1.end_ms + 1.0)
+  assert k2.start_ms < cp.end_ms                                   # overlaps the copy
+  assert k3.start_ms >= cp.end_ms                                  # waits for it
+  assert k3.device == "1" and cp.kind == "copy" and k1.kind == "other"
+  assert sim.ms == pytest.approx(max(k2.end_ms, k3.end_ms))
+  b = sim.busy_ms["1"]
+  assert b["wait_copies"] == pytest.approx(cp.end_ms - 0.0)       # device b idled until the copy landed
+
+
+def test_a_ring_all_reduce_serializes_on_its_links_and_its_add_kernels():
+  # two devices exchange a grad after a tensor-core kernel: each sends (1 ms), the receiver adds, then sends the sum back
+  g = 1e6
+  calls = [_kernel("mm", ["a", "b"], [[10], [20]], [[1], [2]], flops=1e9, tc="half"),
+           _copy("a", "b", 1, 3, g), _kernel("add", ["b"], [[2, 3]], [[4]], nbytes=3 * g), _copy("b", "a", 4, 5, g),
+           _kernel("use", ["a"], [[5]], [[6]])]
+  sim = simulate(calls, BOX, ["a", "b"])
+  copies = [e for e in sim.events if e.queue == "copy"]
+  assert [c.kind for c in copies] == ["allreduce", "allreduce"]
+  add, use = (next(e for e in sim.events if e.name == n) for n in ("add", "use"))
+  assert add.start_ms >= copies[0].end_ms and copies[1].start_ms >= add.end_ms and use.start_ms >= copies[1].end_ms
+  assert sim.breakdown_ms["allreduce"] > 2.0 and sim.critical_device == "0"
+  assert sum(sim.breakdown_ms.values()) == pytest.approx(sim.ms)
+
+
+def test_the_host_time_comes_first_and_two_depths_extrapolate_on_a_line():
+  one = [_kernel("k", ["a"], [[]], [[1]], nbytes=840e6)]
+  host = dataclasses.replace(BOX, host_ms=5.0)
+  sim = simulate(one, host, ["a"])
+  assert sim.events[0].kind == "host" and sim.ms == pytest.approx(5.0 + 1.0 + 1e-3)
+  step, _ = predict_step([(2, one * 2), (4, one * 4)], "CUDA:sm_89", 24, ["a"], box=host)
+  per_layer = (1.0 + 1e-3) / 1      # two kernels more for two layers more
+  assert step["ms"] == pytest.approx(5.0 + 24 * per_layer, abs=0.01)
+  assert step["low_ms"] < step["ms"] < step["high_ms"] and step["sources"] == "mlperf_bert/train/cost/hardware.py"
+
+
+def test_every_constant_in_hardware_py_has_a_source_comment():
+  """Each module-level assignment and each Card/Box built in hardware.py has a comment (its source) just above it."""
+  path = REPO / "mlperf_bert/train/cost/hardware.py"
+  lines = path.read_text().splitlines()
+  for node in ast.parse(path.read_text()).body:
+    if isinstance(node, (ast.Assign, ast.AnnAssign)):
+      above = lines[node.lineno - 2].strip() if node.lineno >= 2 else ""
+      text = lines[node.lineno - 1]
+      assert above.startswith("#") or "#" in text, f"hardware.py:{node.lineno} has no source comment"
+  for card in (hardware.RTX_4090, hardware.RX_7900_XTX, hardware.MI300X, hardware.H200):
+    assert card.source and ("sheet" in card.source or "whitepaper" in card.source)
+  for box in BOXES.values(): assert box.link_source
+
+
+def test_the_recorded_predictions_cover_what_the_audit_meets():
+  data = json.loads((REPO / "resources/predicted/steps.json").read_text())
+  assert data["schema"] == "mlperf-bert/step-predictions/1" and data["recorded_by"] == "tools/record_step_predictions.py"
+  have = {(p["platform"], p["global_bs"]) for p in data["predictions"]}
+  assert {("tinybox_green", 96), ("tinybox_red", 96), ("tinybox_8xMI300X", 1024)} <= have
+  for p in data["predictions"]:
+    assert 0 < p["low_ms"] < p["step_ms"] < p["high_ms"] and p["eval_step_ms"] > 0
