@@ -186,7 +186,7 @@ def _copy_kind(group: list[MLPerfLog], ratios: dict) -> tuple[str, str]:
     return "same", "every event at the same time_ms with the same value, only the seed differs"
   off = [_moved_by(l, first) for l in group]
   moved = sorted({abs(_start(l) - _start(first)) / 1000 for l in group} - {0})
-  if all(o is not None and o <= MOVED_SLACK_MS for o in off) and max(moved, default=0) * 1000 > MOVED_SLACK_MS:
+  if moved and all(o is not None and o <= MOVED_SLACK_MS for o in off):
     slack = max(off)
     return "moved", (f"every event at the same time after run_start{f' (within {slack:,.0f} ms)' if slack else ''}, "
                      f"the clock moved by {shorten([f'{m:,.0f} s' for m in moved])}: time stamps edited so that one "

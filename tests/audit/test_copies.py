@@ -112,3 +112,24 @@ def test_nudged_copies_in_a_received_submission_are_a_copies_row(red):
   [row] = find(rows, "copies", "WARN")
   assert "have 17 evals at the same epoch_num, accuracies within 1e-4 at all 17 evals" in row["reason"], row
   assert "one run logged 10 times" in row["reason"]
+
+
+def test_the_tolerances_are_calibrated_on_every_published_pair():
+  """tests/fixtures/copies-calibration.json (tools/calibrate_copies.py over training_results v0.7 ... v5.0): no
+  published system gets a copies FAIL, and the copies rows are the two known ones; no two distinct runs are alike
+  within the tolerances; with 3 evals distinct runs come within ACCURACY_TOL (hence NEAR_MIN_EVALS), with
+  NEAR_MIN_EVALS or more the closest is five times further; distinct runs with the same events keep them more than
+  five times MOVED_SLACK_MS apart."""
+  from mlperf_bert.audit.forged import ACCURACY_TOL, MOVED_SLACK_MS, NEAR_MIN_EVALS
+  t = json.loads((FIXTURES / "copies-calibration.json").read_text())
+  assert t["meta"]["systems"] >= 340 and list(t["meta"]["rounds"]) == ["0.7", "1.0", "1.1", "2.0", "2.1", "3.0",
+                                                                       "3.1", "4.0", "4.1", "5.0"]
+  assert not [r for r in t["copies_rows"] if r["status"] == "FAIL"], t["copies_rows"]
+  assert sorted((r["system"], r["status"]) for r in t["copies_rows"]) == [
+    ("v1.0/Supermicro/as-2124gq-nart+", "WARN"), ("v4.1/tinycorp/tinybox_green", "WARN")]
+  assert t["alike_distinct_pairs"] == [] and t["distinct_eval_pairs"] >= 2700
+  assert t["closest_by_evals"]["3"]["max_accuracy_diff"] < ACCURACY_TOL
+  assert all(p["max_accuracy_diff"] > ACCURACY_TOL for n, p in t["closest_by_evals"].items()
+             if int(n.rstrip("+")) >= NEAR_MIN_EVALS)
+  assert t["closest_with_near_min_evals"]["max_accuracy_diff"] >= 5 * ACCURACY_TOL
+  assert t["closest_same_events"]["max_ms"] >= 5 * MOVED_SLACK_MS
