@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT)); sys.path.insert(0, str(ROOT / "tools"))
 
 from calibrate_audit import ROUNDS, _cpu_model, extract  # noqa: E402
-from mlperf_bert.audit.forged import NEAR_MIN_EVALS, _accuracies, _alike, check_copies, eval_offsets  # noqa: E402
+from mlperf_bert.audit.forged import NEAR_MIN_EVALS, _eval_values, _alike, check_copies, eval_offsets  # noqa: E402
 from mlperf_bert.audit.logs import read_log  # noqa: E402
 
 MAX_EVALS_SHOWN = 8   # the closest pair is kept for sequences of 1 .. this many evals or more
@@ -53,7 +53,7 @@ def system_pairs(name: str, logs: dict) -> tuple[list[dict], list[dict]]:
     if not ea or len(ea) != len(eb): continue
     if [json.dumps(e.metadata.get("epoch_num")) for e in ea] != [json.dumps(e.metadata.get("epoch_num")) for e in eb]:
       continue
-    xa, xb = _accuracies(a), _accuracies(b)
+    xa, xb = _eval_values(a), _eval_values(b)
     if xa is None or xb is None: continue
     diff = max(abs(x - y) for x, y in zip(xa, xb))
     evals.append({"system": name, "logs": [na, nb], "evals": len(ea), "max_accuracy_diff": diff,

@@ -114,7 +114,7 @@ def eval_offsets(log: MLPerfLog) -> tuple | None:
   return None if start is None else tuple(e.time_ms - start for e in log.eval_accuracies)
 
 
-def _accuracies(log: MLPerfLog) -> list[float] | None:
+def _eval_values(log: MLPerfLog) -> list[float] | None:
   try:
     accs = [float(e.value) for e in log.eval_accuracies]
   except (TypeError, ValueError):
@@ -138,7 +138,7 @@ def _alike(a: MLPerfLog, b: MLPerfLog) -> float | None:
   if len(ea) < NEAR_MIN_EVALS or len(ea) != len(eb) or a.run_start_ms is None or b.run_start_ms is None: return None
   if [json.dumps(e.metadata.get("epoch_num"), sort_keys=True) for e in ea] != \
      [json.dumps(e.metadata.get("epoch_num"), sort_keys=True) for e in eb]: return None
-  xa, xb = _accuracies(a), _accuracies(b)
+  xa, xb = _eval_values(a), _eval_values(b)
   if xa is None or xb is None or not _climbs(xa) or any(abs(x - y) > ACCURACY_TOL for x, y in zip(xa, xb)): return None
   oa, ob = eval_offsets(a), eval_offsets(b)
   if min(oa) <= 0 or min(ob) <= 0: return None
@@ -244,7 +244,7 @@ def check_copies(logs: list[MLPerfLog], names: dict, system: str, received: bool
     seeds = [str(l.seed) for l in group]
     n = len(group[0].eval_accuracies)
     if ratios:
-      xs = [x for x in map(_accuracies, group) if x is not None]
+      xs = [x for x in map(_eval_values, group) if x is not None]
       gap = max((abs(x - y) for acc in xs[1:] for x, y in zip(acc, xs[0])), default=0.0)
       tol = f"{ACCURACY_TOL:.0e}".replace("e-0", "e-")
       alike = f"have {n} evals at the same epoch_num, accuracies within {tol} at all {n} evals (up to {gap:.2g} apart)"
