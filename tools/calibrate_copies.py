@@ -45,8 +45,9 @@ def system_pairs(name: str, logs: dict) -> tuple[list[dict], list[dict]]:
   """Every pair of one system's logs with the same epoch_num sequence (n evals, largest accuracy difference, spread
   of the times, whether `_alike` finds them alike) and every pair with the same events (largest time difference)."""
   evals, events = [], []
+  times = {n: _key_times(l) for n, l in logs.items()}
   for (na, a), (nb, b) in itertools.combinations(logs.items(), 2):
-    kt = _key_times(a), _key_times(b)
+    kt = times[na], times[nb]
     if kt[0] and kt[1] and kt[0][0] == kt[1][0] and kt[0][0]:
       events.append({"system": name, "logs": [na, nb], "max_ms": max(abs(x - y) for x, y in zip(kt[0][1], kt[1][1]))})
     ea, eb = a.eval_accuracies, b.eval_accuracies
