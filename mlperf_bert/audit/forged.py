@@ -14,10 +14,11 @@ tests/fixtures/audit-calibration.json): what MLCommons accepted is a WARN that s
   must be equal too (a copy shifted in time keeps them). A copy with its numbers edited is found up to a tolerance
   (NEAR_MIN_EVALS evals or more with the same epoch_num sequence, accuracies within ACCURACY_TOL at every eval, each
   eval's time after run_start the first log's times one ratio within PROPORTIONAL_TOL). A copy whose every event
-  sits at the same time after run_start (within MOVED_SLACK_MS) with the clock moved is a FAIL anywhere (time stamps edited so that one run looks like several). In a
-  received submission any other copy is a WARN (MLCommons accepted a log published twice with another seed, and a
-  trainer that ignores its seed logs equal accuracies); in a workflow tree, whose provenance says how each log was
-  made, every copy is a FAIL.
+  sits at the same time after run_start (within MOVED_SLACK_MS) with the clock moved is a FAIL anywhere (time
+  stamps edited so that one run looks like several). In a received submission any other copy is a WARN (MLCommons
+  accepted a log published twice with another seed, and a trainer that ignores its seed logs equal accuracies, or
+  accuracies and times alike up to the tolerances); in a workflow tree, whose provenance says how each log was made,
+  every copy is a FAIL.
 * `check_scaling`: scaling.json's factor is not the submitter's to choose: mlperf-logging's rcp_checker writes it
   (package_checker runs it with set_scaling). It is recomputed here. result_summarizer scores with the file's
   factor (1 without it), and so does the audit, with a WARN when the rcp_checker gives another one (the RCPs of
