@@ -11,11 +11,14 @@ tests/fixtures/audit-calibration.json): what MLCommons accepted is a WARN that s
   logged twice, whatever their seeds and time stamps say, when the sequence holds at least DISTINCT_EVALS different
   accuracies (a real run climbs; two do not climb alike). A shorter or flat sequence happens by chance (a small model
   scoring the most frequent token's share at every eval, whatever its seed): there the evals' times after run_start
-  must be equal too (a copy shifted in time keeps them). A copy whose every event sits at the same time after
-  run_start with the clock moved is a FAIL anywhere (time stamps edited so that one run looks like several). In a
-  received submission any other copy is a WARN (MLCommons accepted a log published twice with another seed, and a
-  trainer that ignores its seed logs equal accuracies); in a workflow tree, whose provenance says how each log was
-  made, every copy is a FAIL.
+  must be equal too (a copy shifted in time keeps them). A copy with its numbers edited is found up to a tolerance
+  (NEAR_MIN_EVALS evals or more with the same epoch_num sequence, accuracies within ACCURACY_TOL at every eval, each
+  eval's time after run_start the first log's times one ratio within PROPORTIONAL_TOL). A copy whose every event
+  sits at the same time after run_start (within MOVED_SLACK_MS) with the clock moved is a FAIL anywhere (time
+  stamps edited so that one run looks like several). In a received submission any other copy is a WARN (MLCommons
+  accepted a log published twice with another seed, and a trainer that ignores its seed logs equal accuracies, or
+  accuracies and times alike up to the tolerances); in a workflow tree, whose provenance says how each log was made,
+  every copy is a FAIL.
 * `check_scaling`: scaling.json's factor is not the submitter's to choose: mlperf-logging's rcp_checker writes it
   (package_checker runs it with set_scaling). It is recomputed here. result_summarizer scores with the file's
   factor (1 without it), and so does the audit, with a WARN when the rcp_checker gives another one (the RCPs of
@@ -35,6 +38,21 @@ from mlperf_bert.audit.rows import Row, shorten
 EARLIEST_MS = 1_514_764_800_000
 FUTURE_SLACK_MS = 24 * 3600 * 1000   # a clock a day ahead of the auditor's is still believed
 DISTINCT_EVALS = 3                   # different accuracies that make an equal eval sequence a copy on its own
+# A copy up to a tolerance (`_alike`; a copy whose accuracies were nudged and whose times were scaled): calibrated on
+# every pair of distinct published runs of one system with the same epoch_num sequence (v0.7 ... v5.0, 2,774 pairs;
+# tests/fixtures/copies-calibration.json, tools/calibrate_copies.py). With 3 to 5 evals, distinct runs come within
+# ACCURACY_TOL at every eval with times proportional within PROPORTIONAL_TOL (v0.7 Google tpu-v3-8192-JAX result_0
+# and result_6: 3 evals within 9.7e-5, times within 9.2e-4); with NEAR_MIN_EVALS or more, the closest pair differs
+# by 5.2e-4 at one eval (v0.7 NVIDIA dgx2h_n32 result_1 and result_5), five times ACCURACY_TOL. Times alone tell no
+# copy: TPU runs are proportional to a few ms (v0.7 Google tpu-v4-16-TF, 4e-6).
+ACCURACY_TOL = 1e-4                  # issue 42: accuracies this close at every eval are one run's
+NEAR_MIN_EVALS = 6                   # evals a sequence needs to be compared up to ACCURACY_TOL
+PROPORTIONAL_TOL = 1e-3              # each eval's time after run_start, over the first log's, within this of one ratio
+CLOCK_MS = 1                         # a time_ms is a whole ms: each time after run_start is off by up to this
+# A copy is "moved" when every event sits at the same time after run_start within this, with the clock moved: the
+# closest two distinct published runs with the same events keep them within 78 ms of each other (v4.0 Supermicro
+# SYS-421GE-TNHR2-LCC-1 result_02 and result_06)
+MOVED_SLACK_MS = 10
 TIME_CHECKS = ("times",)             # the checks whose FAIL means the official tools are not run
 # the events a run's clock times: the score, the init time and the copies check read them; a script does not write them
 CLOCKED_KEYS = ("run_start", "run_stop", "init_start", "init_stop", "block_start", "block_stop", "epoch_start",
@@ -97,45 +115,144 @@ def eval_offsets(log: MLPerfLog) -> tuple | None:
   return None if start is None else tuple(e.time_ms - start for e in log.eval_accuracies)
 
 
+def _eval_values(log: MLPerfLog) -> list[float] | None:
+  try:
+    accs = [float(e.value) for e in log.eval_accuracies]
+  except (TypeError, ValueError):
+    return None
+  return accs if all(math.isfinite(a) for a in accs) else None
+
+
+def _climbs(accs: list[float]) -> bool:
+  """At least DISTINCT_EVALS accuracies further apart than the tolerance allows two copies to be."""
+  kept: list[float] = []
+  for a in sorted(accs):
+    if not kept or a - kept[-1] > 2 * ACCURACY_TOL: kept.append(a)
+  return len(kept) >= DISTINCT_EVALS
+
+
+def _alike(a: MLPerfLog, b: MLPerfLog) -> float | None:
+  """The ratio of b's eval times after run_start to a's when b is a copy of a up to the tolerances (NEAR_MIN_EVALS
+  evals or more at the same epoch_num sequence, accuracies within ACCURACY_TOL at every one and climbing, each eval's
+  time after run_start a's times the same ratio within PROPORTIONAL_TOL and the clocks' rounding); else None."""
+  ea, eb = a.eval_accuracies, b.eval_accuracies
+  if len(ea) < NEAR_MIN_EVALS or len(ea) != len(eb) or a.run_start_ms is None or b.run_start_ms is None: return None
+  if [json.dumps(e.metadata.get("epoch_num"), sort_keys=True) for e in ea] != \
+     [json.dumps(e.metadata.get("epoch_num"), sort_keys=True) for e in eb]: return None
+  xa, xb = _eval_values(a), _eval_values(b)
+  if xa is None or xb is None or not _climbs(xa) or any(abs(x - y) > ACCURACY_TOL for x, y in zip(xa, xb)): return None
+  oa, ob = eval_offsets(a), eval_offsets(b)
+  if min(oa) <= 0 or min(ob) <= 0: return None
+  r = ob[-1] / oa[-1]
+  if all(abs(y - r * x) <= PROPORTIONAL_TOL * r * x + (1 + r) * CLOCK_MS for x, y in zip(oa, ob)):
+    return r
+  return None
+
+
 def _events(log: MLPerfLog, shift: float = 0) -> tuple:
   """The log's events but its seeds, each (key, value, time_ms - shift): equal for one run logged twice."""
   return tuple((e.key, json.dumps(e.value, sort_keys=True), e.time_ms - shift) for e in log.events if e.key != "seed")
 
 
-def _copy_kind(group: list[MLPerfLog]) -> tuple[str, str]:
-  """How the logs of one eval sequence are alike: ("same", ...) every event at the same time_ms, ("moved", ...)
-  every event at the same time after run_start with the clock moved, ("other", ...) the evals only."""
+def _start(log: MLPerfLog) -> float:
+  return log.run_start_ms if log.run_start_ms is not None else (log.events[0].time_ms if log.events else 0)
+
+
+def _moved_by(log: MLPerfLog, first: MLPerfLog) -> float | None:
+  """The largest difference (ms) between an event's time after run_start in `log` and in `first` when both log the
+  same events with the same values (but the seed; eval accuracies within ACCURACY_TOL); None when they do not."""
+  mine, theirs = _events(log, _start(log)), _events(first, _start(first))
+  if len(mine) != len(theirs): return None
+  worst = 0.0
+  for (k, v, t), (k2, v2, t2) in zip(mine, theirs):
+    if k != k2: return None
+    if v != v2:
+      try:
+        if k != "eval_accuracy" or not abs(float(v) - float(v2)) <= ACCURACY_TOL: return None
+      except (TypeError, ValueError):
+        return None
+    worst = max(worst, abs(t - t2))
+  return worst
+
+
+def _days(ms: float) -> str:
+  return f"{ms / 86_400_000:,.1f} days" if ms >= 86_400_000 else f"{ms / 1000:,.0f} s"
+
+
+def _copy_kind(group: list[MLPerfLog], ratios: dict) -> tuple[str, str]:
+  """How the logs of one group are alike: ("same", ...) every event at the same time_ms, ("moved", ...) every event
+  at the same time after run_start within MOVED_SLACK_MS with the clock moved, ("other", ...) the evals only."""
   first = group[0]
   if all(_events(l) == _events(first) for l in group):
     return "same", "every event at the same time_ms with the same value, only the seed differs"
-  start = lambda l: l.run_start_ms if l.run_start_ms is not None else (l.events[0].time_ms if l.events else 0)
-  if all(_events(l, start(l)) == _events(first, start(first)) for l in group):
-    moved = sorted({abs(start(l) - start(first)) / 1000 for l in group} - {0})
-    return "moved", (f"every event at the same time after run_start, the clock moved by {shorten([f'{m:,.0f} s' for m in moved])}: "
-                     "time stamps edited so that one run looks like several")
-  return "other", "at other times (a copy with its times edited unevenly, or a trainer whose runs do not depend on the seed)"
+  off = [_moved_by(l, first) for l in group]
+  moved = sorted({abs(_start(l) - _start(first)) / 1000 for l in group} - {0})
+  if moved and all(o is not None and o <= MOVED_SLACK_MS for o in off):
+    slack = max(off)
+    return "moved", (f"every event at the same time after run_start{f' (within {slack:,.0f} ms)' if slack else ''}, "
+                     f"the clock moved by {shorten([f'{m:,.0f} s' for m in moved])}: time stamps edited so that one "
+                     "run looks like several")
+  if not ratios:
+    return "other", "at other times (a copy with its times edited unevenly, or a trainer whose runs do not depend on the seed)"
+  apart = max(abs(_start(l) - _start(first)) for l in group)
+  r = list(ratios.values()) or [1.0]
+  return "other", (f"times after run_start proportional (x{min(r):.3f}-x{max(r):.3f}), clocks up to {_days(apart)} "
+                   "apart (a copy with its numbers edited, or a trainer whose runs do not depend on the seed)")
 
 
-def check_copies(logs: list[MLPerfLog], names: dict, system: str, received: bool = False) -> list[Row]:
-  """Runs whose eval sequences are equal: copies of one run (seeds and time stamps are easily edited; two real
-  runs do not reach the same accuracies at the same samples, eval after eval). A sequence of fewer than
-  DISTINCT_EVALS different accuracies is one only with the same eval times after run_start. A copy with its clock
-  moved is a FAIL; in a `received` submission the other copies are a WARN (see the module's docstring)."""
-  groups: dict[tuple, list[MLPerfLog]] = {}
+def _groups(logs: list[MLPerfLog]) -> list[tuple[list[MLPerfLog], dict]]:
+  """The logs that are copies of each other, each group in file order with {id(log): its ratio to the first's eval
+  times} for the logs found by `_alike` (empty when every log has the first's eval sequence)."""
+  parent = {id(l): id(l) for l in logs}
+  def root(i):
+    while parent[i] != i: i = parent[i]
+    return i
+  exact: dict[tuple, list[MLPerfLog]] = {}
   for log in logs:
     seq = eval_sequence(log)
     if not seq: continue
     timed = len({acc for _, acc in seq}) < DISTINCT_EVALS   # flat or short: the times must match too
-    groups.setdefault((seq, eval_offsets(log) or id(log)) if timed else (seq,), []).append(log)
-  rows = []
-  for key, group in groups.items():
+    exact.setdefault((seq, eval_offsets(log) or id(log)) if timed else (seq,), []).append(log)
+  for same in exact.values():
+    for l in same[1:]: parent[root(id(l))] = root(id(same[0]))
+  for i, a in enumerate(logs):
+    for b in logs[i + 1:]:
+      if root(id(a)) != root(id(b)) and _alike(a, b) is not None: parent[root(id(b))] = root(id(a))
+  by_root: dict[int, list[MLPerfLog]] = {}
+  for l in logs: by_root.setdefault(root(id(l)), []).append(l)
+  out = []
+  for group in by_root.values():
     if len(group) < 2: continue
-    kind, what = _copy_kind(group)
+    first = group[0]
+    if all(eval_sequence(l) == eval_sequence(first) for l in group):
+      out.append((group, {}))
+    else:
+      last = lambda l: (eval_offsets(l) or (None,))[-1]
+      out.append((group, {id(l): last(l) / last(first) for l in group if last(l) and last(first)}))
+  return out
+
+
+def check_copies(logs: list[MLPerfLog], names: dict, system: str, received: bool = False) -> list[Row]:
+  """Runs that are copies of one run (seeds and time stamps are easily edited; two real runs do not reach the same
+  accuracies at the same samples, eval after eval): the same eval sequence (epoch_num and eval_accuracy, in order;
+  a sequence of fewer than DISTINCT_EVALS different accuracies only with the same eval times after run_start), or
+  one alike up to the tolerances (`_alike`). A copy with its clock moved is a FAIL; in a `received` submission the
+  other copies are a WARN (see the module's docstring)."""
+  rows = []
+  for group, ratios in _groups(logs):
+    kind, what = _copy_kind(group, ratios)
     v = [names[id(l)] for l in group]
     seeds = [str(l.seed) for l in group]
+    n = len(group[0].eval_accuracies)
+    if ratios:
+      xs = [x for x in map(_eval_values, group) if x is not None]
+      gap = max((abs(x - y) for acc in xs[1:] for x, y in zip(acc, xs[0])), default=0.0)
+      tol = f"{ACCURACY_TOL:.0e}".replace("e-0", "e-")
+      alike = f"have {n} evals at the same epoch_num, accuracies within {tol} at all {n} evals (up to {gap:.2g} apart)"
+    else:
+      alike = f"have the same {n} eval(s) (epoch_num and eval_accuracy, in order)"
     rows.append(Row("WARN" if received and kind != "moved" else "FAIL", "copies", system,
-                    f"{' and '.join(v[:4])}{f' and {len(v) - 4} more' if len(v) > 4 else ''} have the same "
-                    f"{len(key[0])} eval(s) (epoch_num and eval_accuracy, in order), {what} (seeds "
+                    f"{' and '.join(v[:4])}{f' and {len(v) - 4} more' if len(v) > 4 else ''} {alike}, {what} (seeds "
                     f"{', '.join(seeds[:4])}{', ...' if len(seeds) > 4 else ''}): one run logged {len(v)} times, not "
                     "separate runs"))
   return rows

@@ -24,7 +24,8 @@ from urllib.parse import urlsplit
 from mlperf_bert.errors import UserError
 from mlperf_bert.fileio import atomic_path, copy_to_part, scratch_dir
 from mlperf_bert.data import r2
-from mlperf_bert.data.http import FetchPolicy, NetworkError, download_file, finish_part, part_path, with_retries
+from mlperf_bert.data.http import FetchPolicy, NetworkError, download_file, finish_part, part_path, \
+  warn_loose_netrc, with_retries
 from mlperf_bert.urls import redact
 
 GDRIVE_URL = "https://drive.google.com/uc?id={id}"
@@ -161,6 +162,7 @@ def _gdown(url: str, dest: Path, part: Path, *, attempts, backoff, policy: Fetch
   """gdown into `part`; bounded by policy.deadline_s (gdown does its own reads: no stall or size bound here)."""
   import gdown, requests
   log(f"downloading {redact(url)} -> {dest}")
+  warn_loose_netrc(url, log)   # gdown's requests session reads it too
 
   def once():
     # gdown keeps partial files of its own beside its output: give it a private folder that always goes away

@@ -8,7 +8,8 @@ not resumable data); a deadline keeps the `.part` of an honest download, and the
 log line or record shows a URL's `user:password@` (mlperf_bert/urls.py `redact`). Redirects are followed by hand, hop
 by hop, so that the MLCommons token (`MLC_R2_TOKEN`) goes only to https URLs of MLCommons' storage and never to a host
 a redirect or a `.uri` names (requests forwards custom headers across origins). A login (HTTP basic auth) comes from
-~/.netrc or the file NETRC names: requests reads it for each request, per host, so each hop gets its own host's entry.
+~/.netrc or the file NETRC names: requests reads it for each request, per host, so each hop gets its own host's entry;
+a fetch that sends a login from a netrc file its group or others may read says so in one line (`warn_loose_netrc`).
 """
 from __future__ import annotations
 import contextlib, hashlib, os, re, signal, threading, time
@@ -18,7 +19,7 @@ from typing import Callable
 from urllib.parse import urljoin, urlsplit
 
 from mlperf_bert.errors import UserError
-from mlperf_bert.urls import NETRC_FIX, redact
+from mlperf_bert.urls import NETRC_FIX, netrc_warning, redact
 
 TOKEN_ENV = "MLC_R2_TOKEN"       # a Cloudflare Access token for restricted datasets (sent as cf-access-token)
 TOKEN_HEADER = "cf-access-token"
@@ -102,6 +103,12 @@ def token_headers(url: str, policy: FetchPolicy) -> dict[str, str]:
   return {TOKEN_HEADER: token} if ours or test else {}
 
 
+def warn_loose_netrc(url: str, log: Callable[[str], None]) -> None:
+  """The one-line warning of mlperf_bert/urls.py `netrc_warning` for the netrc file requests reads for `url`, if any."""
+  said = netrc_warning(url, os.environ.get("NETRC"))
+  if said: log(said)
+
+
 def _session():
   import requests
   s = requests.Session()
@@ -181,6 +188,7 @@ def get_text(url: str, what: str, *, attempts: int = 5, backoff: float = 2.0, po
   network errors retried with backoff, HTTP errors raised once."""
   deadline = policy.listing_deadline()
   limit = policy.listing_max_bytes
+  warn_loose_netrc(url, log)
 
   def once():
     try:
@@ -282,6 +290,7 @@ def download_file(url: str, dest: str | Path, *, md5: str | None, what: str | No
   first_offset = part.stat().st_size if part.exists() else 0
   deadline = policy.file_deadline()
   kept = " (what arrived is kept)"
+  warn_loose_netrc(url, log)
 
   def once():
     offset = part.stat().st_size if part.exists() else 0

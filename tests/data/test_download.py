@@ -272,8 +272,13 @@ def test_a_urls_credentials_are_never_shown(r2, tmp_path, written, monkeypatch):
 def test_a_url_with_credentials_is_found_and_hidden_whole(tmp_path):
   from mlperf_bert.config import check_config_files, precheck_config_files
   from mlperf_bert.urls import redact, refuse_url_credentials, url_credentials
-  for url in ("https://alice:p@ss@h.org/f?x=a@b", "https://alice:p%40ss@h.org/f?x=a@b", "https://TOKEN@h.org/f?x=a@b"):
+  for url in ("https://alice:p@ss@h.org/f?x=a@b", "https://alice:p%40ss@h.org/f?x=a@b", "https://TOKEN@h.org/f?x=a@b",
+              "https://alice:s3 cret@h.org/f?x=a@b"):  # a space: the user-info as urllib3 reads it
     assert redact(f"got {url}, then") == "got https://***@h.org/f?x=a@b, then"
+    assert url_credentials({"u": url}) == ["u"]
+  # a '/' or '#' in it: no URL urllib3 parses, an '@' after scheme://: refused, hidden to the last '@'
+  assert redact("got https://alice:s3/cr#et@h.org/f?x=a@b, then") == "got https://***@b, then"
+  assert url_credentials({"u": "https://alice:s3/cr#et@h.org/f"}) == ["u"]
   assert redact("mlcommons-r2:http://u:p@ss@127.0.0.1:8/m/d.uri") == "mlcommons-r2:http://***@127.0.0.1:8/m/d.uri"
   cfg = {"sources": {"vocab.txt": {"url": "https://h.org/pkg@1/vocab.txt"}, "results4": {"url": "/mnt/a@b"},
                      "bert_config.json": {"url": "mlcommons-r2:https://u:p@ss@h.org/m/d.uri"}},
@@ -290,6 +295,28 @@ def test_a_url_with_credentials_is_found_and_hidden_whole(tmp_path):
     with pytest.raises(UserError, match=f"^{bad}: sources.vocab.txt.url gives a URL with a user name") as e:
       check()
     assert "cret" not in str(e.value)
+
+
+def test_a_netrc_open_to_others_is_named_with_the_fix(r2, tmp_path, monkeypatch):
+  """A download that sends a login from the netrc file (NETRC, or ~/.netrc) says in one line when its group or
+  others may read it, naming the file and `chmod 600`; an owner-only file, or one without the host, says nothing."""
+  r2.auth = ("alice", "s3cret")
+  netrc = tmp_path / "netrc"
+  netrc.write_text("machine 127.0.0.1 login alice password s3cret\n")
+  monkeypatch.setenv("NETRC", str(netrc))
+  url = f"{r2.url}/data/ds/payload.bin"
+  for mode, warned in ((0o644, True), (0o640, True), (0o600, False)):
+    netrc.chmod(mode)
+    said = []
+    fetch(url, tmp_path / f"{mode:o}" / "payload.bin", md5=PAYLOAD_MD5, log=said.append, quiet=True)
+    lines = [s for s in said if s.startswith("warning")]
+    assert lines == ([f"warning: {netrc}, whose login for 127.0.0.1 this download sends, is open to "
+                      f"{'others' if mode & 0o004 else 'its group'} (mode {mode:04o}): anyone who can read it has the "
+                      f"password; chmod 600 {netrc}"] if warned else []), said
+    assert not any("s3cret" in s for s in said)
+  from mlperf_bert.urls import netrc_warning
+  netrc.chmod(0o644)
+  assert netrc_warning("http://example.org/x", str(netrc)) is None   # no login of that host in it: not sent
 
 
 @pytest.mark.parametrize("password", ["p@ss:w0rd", "p%40ss"])  # netrc holds a password as it is: '@', '%40' too

@@ -164,3 +164,28 @@ def test_the_demo_checks_the_config_files_snakemake_would_load_first(tmp_path, c
   demo = (REPO / "scripts" / "demo.sh").read_text().splitlines()
   check = demo.index('.venv/bin/python -m mlperf_bert check-config --snakemake-args "${args[@]}"')
   assert demo[check + 1] == 'exec .venv/bin/snakemake "${args[@]}"' and "set -euo pipefail" in demo
+
+
+def test_a_url_login_with_a_space_is_refused_before_any_job_and_written_nowhere(tmp_path, capsys):
+  """`url: "http://alice:s3 cret@host/vocab.txt"` (a password with a space, which a pattern ending at a space missed):
+  urllib3 reads a user-info in it, so check-config and the workflow's config load refuse it in one line naming the
+  file and the key, never the secret; after the refused dry runs (a --configfile, a --config) no file under the
+  working directory (.snakemake/ included) holds it."""
+  from mlperf_bert.cli import main as cli_main
+  secret = "s3 cret"
+  cfg = tmp_path / "mirror.yaml"
+  cfg.write_text(f'sources:\n  vocab.txt: {{url: "http://alice:{secret}@127.0.0.1:9/vocab.txt", md5: null}}\n')
+  assert cli_main(["check-config", str(cfg)]) == 2
+  out, err = capsys.readouterr()
+  assert err.startswith(f"error: {cfg}: sources.vocab.txt.url gives a URL with a user name or password") and \
+    "chmod 600" in err and secret not in out + err and "alice" not in out + err, err
+  runs = [snakemake(tmp_path, "-n", configfile=cfg, check=False, timeout=120),
+          snakemake(tmp_path, "-n", "--config", f'sources={{vocab.txt: {{url: "http://alice:{secret}@h/v.txt", '
+                    'md5: null}}', check=False, timeout=120)]
+  for r, where in zip(runs, (str(cfg), "--config")):
+    said = r.stdout + r.stderr
+    assert r.returncode != 0 and f"{where}" in said and "gives a URL with a user name or password" in said, said[-3000:]
+    assert secret not in said and "s3%20cret" not in said and "Traceback" not in said, said[-3000:]
+  cfg.unlink()
+  assert not [p for p in tmp_path.rglob("*") if p.is_file() and (b"s3 cret" in p.read_bytes() or b"s3%20cret" in
+                                                                  p.read_bytes())]
