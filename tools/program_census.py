@@ -12,6 +12,11 @@ diffed and the differences sorted into classes.
 
 Only the checkout's `examples/` and `extra/` are used (linked into a temporary folder that goes first on PYTHONPATH);
 its tinygrad package is not: comparing each side on its own tinygrad mixes the scheduler's version into the count.
+What of e0139fa's code tinygrad 0.14 changed is bridged in the child (nothing of tinygrad is copied):
+`Tensor(..., requires_grad=False)` is `is_param = False`, `Tensor.arange(..., device=d)` the device-less arange,
+training `Context(TRAINING=1)`, and `tinygrad.device.is_dtype_supported` (imported by extra/models/unet.py, never
+called by the BERT steps) exits if called; eval_step_bert's copy of its results to the CPU reads NULL's zeros
+(NULL_ALLOW_COPYOUT=1).
 Each side runs in its own subprocess (tinygrad reads DEV at import). The project's steps are captured on their first
 call; tinygrad's TinyJit runs plainly first and captures on its second call, on batches made as its loader makes
 them (dress_tinygrad.py). A program is one PROGRAM of a captured step (each graph batch opened), named by its key
