@@ -79,11 +79,9 @@ def child(name: str, n_steps: int, over: dict) -> dict:
   hp = hparams(name, over)
   export_tinygrad_env(hp, os.environ)  # before tinygrad is imported
   import numpy as np
-  from tinygrad import Tensor
   from tinygrad.helpers import Context
   from tinygrad.uop.ops import Ops
-  from mlperf_bert.constants import FEATURES
-  from mlperf_bert.train.trainer import ModelTrainer, devices_for, fake_batch, model_config
+  from mlperf_bert.train.trainer import ModelTrainer, devices_for, fake_batch, model_config, step_inputs
   cfg = model_config(REPO / "resources" / "demo" / "bert_config.json", hp.model)
   steps = ModelTrainer(cfg, hp, devices_for(hp.tinygrad.dev, hp.gpus), seed=0)
   segments: list[int] = []  # calls of each schedule the JIT captured (realize of loss+grads, ..., the update)
@@ -101,7 +99,7 @@ def child(name: str, n_steps: int, over: dict) -> dict:
     main_cpu.append(time.thread_time() - sm)    # of the calling thread alone
   # one more step with every kernel timed: tinygrad's DEBUG=2 lines (inputs realized first: only the step prints)
   b = fake_batch(hp.batch_size, SEQ, PRED, cfg.vocab_size, rng)
-  xs = [Tensor(b[k]).realize() for k in FEATURES]
+  xs = step_inputs(b, steps.devices)
   buf = io.StringIO()
   st = time.perf_counter()
   with contextlib.redirect_stdout(buf), Context(DEBUG=2): loss, _, _ = steps.train_step(*xs)

@@ -4,13 +4,17 @@
     loss, global_norm, lr = trainer.train(batch)          # batch: numpy arrays named as constants.FEATURES
     correct, total, batch_acc = trainer.evaluate(batch, row_mask)
 
-Both steps take the features positionally in constants.FEATURES order, as BertForPretraining.forward does.
+Both steps take the features positionally in constants.FEATURES order, as BertForPretraining.forward does, each
+already on the devices (`step_inputs`): on several devices cut on the host into each device's rows, so that no
+kernel of the step slices the batch (each slice was a program of its own, one a device and input shape).
 """
 from __future__ import annotations
 import dataclasses, os
 
 import numpy as np
 from tinygrad import Device, Tensor, TinyJit, dtypes
+from tinygrad.device import Buffer
+from tinygrad.dtype import _from_np_dtype
 from tinygrad.helpers import Context
 
 from mlperf_bert.constants import FEATURES
@@ -54,6 +58,27 @@ def fake_batch(bs: int, seq: int, pred: int, vocab: int, rng: np.random.Generato
           "next_sentence_labels": rng.integers(0, 2, (bs, 1), dtype=np.int32)}
 
 
+def host_shard(arr: np.ndarray, devices: tuple[str, ...]) -> Tensor:
+  """A batch array as a step's input: on one device, copied there; on several, cut on the host into equal runs of
+  rows in device order (what `shard(devices, axis=0)` makes on the devices), each copied straight into its device's
+  buffer of one multi-device tensor, so no kernel slices it."""
+  if len(devices) == 1: return Tensor(arr, device=devices[0])
+  if arr.shape[0] % len(devices):
+    raise UserError(f"a batch of {arr.shape[0]} rows does not split evenly over {len(devices)} devices; set BS and "
+                    f"EVAL_BS to multiples of GPUS")
+  rows, dtype = arr.shape[0] // len(devices), _from_np_dtype(arr.dtype)
+  t = Tensor.empty(rows, *arr.shape[1:], dtype=dtype, device=devices)
+  for i, buf in enumerate(t.uop.base.buffer.bufs):
+    part = np.ascontiguousarray(arr[i * rows:(i + 1) * rows])
+    buf.ensure_allocated().copy_from(Buffer("NPY", part.size, dtype).allocate(part))
+  return Tensor(t.uop.unshard(0))
+
+
+def step_inputs(b: dict[str, np.ndarray], devices: tuple[str, ...], keys=FEATURES) -> list[Tensor]:
+  """The arrays of `keys` (a batch's features, in order) as a step's inputs on `devices` (host_shard)."""
+  return [host_shard(b[k], devices) for k in keys]
+
+
 class ModelTrainer:
   """A model with its LAMB optimizer (schedule, clipping, loss scaling) and the jitted train and eval steps."""
   def __init__(self, cfg: BertConfig, s: Settings, devices: tuple[str, ...], seed: int,
@@ -82,14 +107,8 @@ class ModelTrainer:
     self.train_ctx = {"BEAM": s.train_beam} if s.train_beam is not None else {}
     self.eval_ctx = {"BEAM": s.eval.beam} if s.eval.beam is not None else {}
 
-  def _place(self, *ts: Tensor):
-    for t in ts:
-      if len(self.devices) > 1: t.shard_(self.devices, axis=0)
-      else: t.to_(self.devices[0])
-
   def _train_step(self, input_ids, input_mask, segment_ids, positions, lm_ids, lm_weights, ns_labels):  # FEATURES order
-    with Context(TRAINING=1):
-      self._place(input_ids, input_mask, segment_ids, positions, lm_ids, lm_weights, ns_labels)
+    with Context(TRAINING=1):   # the inputs are on the devices already (step_inputs)
       self.optimizer.zero_grad()
       mlm, nsp = self.model.forward(input_ids, input_mask, segment_ids, positions)
       loss = self.model.loss(mlm, nsp, lm_ids, lm_weights, ns_labels)
@@ -103,7 +122,6 @@ class ModelTrainer:
 
   def _eval_step(self, input_ids, input_mask, segment_ids, positions, lm_ids, lm_weights, ns_labels, row_mask):
     with Context(TRAINING=0):
-      self._place(input_ids, input_mask, segment_ids, positions, lm_ids, lm_weights, ns_labels, row_mask)
       mlm, nsp = self.model.forward(input_ids, input_mask, segment_ids, positions)
       correct, total = self.model.accuracy_parts(mlm, lm_ids, lm_weights, row_mask)
       batch_acc = self.model.batch_accuracy(mlm, lm_ids)
@@ -114,14 +132,14 @@ class ModelTrainer:
 
   def train(self, b: dict[str, np.ndarray]):
     with Context(**self.train_ctx), jitmem.planned(self.train_step) as record:
-      out = self.train_step(*[Tensor(b[k]) for k in FEATURES])
+      out = self.train_step(*step_inputs(b, self.devices))
     if record is not None: self.plans["train"] = record
     return out
 
   def evaluate(self, b: dict[str, np.ndarray], row_mask: np.ndarray):
     into = self.plans["train"].arenas() if self.share_arenas and "train" in self.plans else None
     with Context(**self.eval_ctx), jitmem.planned(self.eval_step, into=into) as record:
-      out = self.eval_step(*[Tensor(b[k]) for k in FEATURES], Tensor(row_mask))
+      out = self.eval_step(*step_inputs({**b, "row_mask": row_mask}, self.devices, (*FEATURES, "row_mask")))
     if record is not None: self.plans["eval"] = record
     return out
 
@@ -129,9 +147,7 @@ class ModelTrainer:
     """The masked-LM logits (B, P, vocab) of a batch as float32 host memory, from the model's forward pass as the eval
     step computes it (the audit counts near-tied predictions on them: train/evidence.py)."""
     with Context(TRAINING=0, **self.eval_ctx):
-      ts = [Tensor(b[k]) for k in FEATURES[:4]]
-      self._place(*ts)
-      mlm = self.model.forward(*ts)[0]
+      mlm = self.model.forward(*step_inputs(b, self.devices, FEATURES[:4]))[0]
       return (mlm.to(mlm.device[0]) if isinstance(mlm.device, tuple) else mlm).numpy()
 
   # ---- state for checkpoints ----

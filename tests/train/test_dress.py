@@ -18,6 +18,7 @@ from mlperf_bert.train.hparams import load_platform, resolve
 from mlperf_bert.train.trainer import model_config
 
 REPO = Path(__file__).resolve().parents[2]
+CENSUS = REPO / "tests/fixtures/program-census/tinybox_green-e0139fa-2layers.json"
 CONFIG = REPO / "resources/demo/bert_config.json"
 # tinygrad counts every op of a kernel (softmax, GELU, LayerNorm, dropout, the LAMB update), the analytic count only
 # the matmuls: a layer's counted train FLOPs are 1.00-1.10 x the analytic ones (measured 1.04 at BERT-large, BS 90)
@@ -52,9 +53,14 @@ def green(tmp_path_factory):
 def test_green_compiles_every_kernel_with_nvrtc(green):
   p, r = green
   assert r["target"] == "CUDA:sm_89" and r["compiler"].startswith("NVIDIA nvrtc")
+  census = json.loads(CENSUS.read_text())["counts"]["project"]   # tools/program_census.py at 2 layers
   for m in r["measurements"]:
     assert m["compiler"] == "NVRTCCompiler" and m["devices"] == ["NULL"] + [f"NULL:{i}" for i in range(1, 6)]
     assert m["train"]["programs"] > 100 and m["eval"]["programs"] > 10
+  # the distinct programs (each a BEAM search on the box) are the census's, with no batch-slicing program
+  # (docs/benchmarks.md "Why 490 programs where tinygrad's step has 252")
+  two = next(m for m in r["measurements"] if m["layers"] == 2)
+  assert (two["train"]["programs"], two["eval"]["programs"]) == (census["train"], census["eval"]) == (466, 28)
   assert r["extrapolated"] and r["measured_layers"] == [1, 2] and r["layers"] == 24
   assert "extrapolated linearly to 24" in p.stdout and "fits:" in p.stdout
 
