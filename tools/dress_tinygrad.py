@@ -58,6 +58,32 @@ def bind_nested(fn: ast.FunctionDef, module, scope: dict) -> Any:
   return ns[fn.name]
 
 
+def train_bert_state(GPUS: list[str]) -> tuple[Any, Any, Any, float]:
+  """(model, optimizer group, scheduler group, loss scaler) as the checkout's train_bert builds them for BERT (LAMB in
+  two groups, PolynomialDecayWithWarmup), the weights zeroed (tinygrad's INIT phase) and placed on GPUS. Call it in a
+  child whose sys.path holds the checkout's examples/ and extra/ first."""
+  from tinygrad import Tensor, dtypes
+  from tinygrad.nn.optim import LAMB, OptimizerGroup
+  from tinygrad.nn.state import get_parameters, get_state_dict
+  from extra.lr_scheduler import LRSchedulerGroup
+  from examples.mlperf.helpers import get_mlperf_bert_model
+  from examples.mlperf.lr_schedulers import PolynomialDecayWithWarmup
+  Tensor.manual_seed(12345)
+  model = get_mlperf_bert_model()
+  for p in get_parameters(model): p.assign(Tensor.zeros_like(p).contiguous()).realize()
+  parameters = get_parameters(model)
+  if len(GPUS) > 1:
+    for p in parameters: p.to_(GPUS)
+  no_wd = [v for k, v in get_state_dict(model).items() if "bias" in k or "LayerNorm" in k]
+  wd = [x for x in parameters if x not in set(no_wd)]
+  opt_wd = LAMB(wd, lr=0.000175, eps=1e-6, weight_decay=0.01, adam=False)
+  opt_no_wd = LAMB(no_wd, lr=0.000175, eps=1e-6, weight_decay=0.0, adam=False)
+  optimizer = OptimizerGroup(opt_wd, opt_no_wd)
+  scheduler = LRSchedulerGroup(*(PolynomialDecayWithWarmup(o, 0.000175, 0, 40000, 1, power=1.0) for o in (opt_wd, opt_no_wd)))
+  loss_scaler = 2.0 ** 11 if dtypes.default_float == dtypes.float16 else 1.0
+  return model, optimizer, scheduler, loss_scaler
+
+
 def child() -> None:
   """Runs inside the checkout's tinygrad (PYTHONPATH): one depth, printed as one JSON line."""
   import inspect
@@ -67,12 +93,9 @@ def child() -> None:
   from tinygrad.device import Buffer
   from tinygrad.helpers import getenv
   from tinygrad.uop.ops import sym_infer
-  from tinygrad.nn.optim import LAMB, OptimizerGroup
-  from tinygrad.nn.state import get_parameters, get_state_dict
-  from extra.lr_scheduler import LRSchedulerGroup
+  from tinygrad.nn.state import get_parameters
   from examples.mlperf import model_train
-  from examples.mlperf.helpers import get_fake_data_bert, get_mlperf_bert_model
-  from examples.mlperf.lr_schedulers import PolynomialDecayWithWarmup
+  from examples.mlperf.helpers import get_fake_data_bert
 
   from tinygrad.runtime.ops_null import NullAllocator
   # a GPU's allocator hands out sub-buffers (views), so the JIT's memory planner packs a step's intermediates into one
@@ -98,19 +121,7 @@ def child() -> None:
   BS, EVAL_BS = getenv("BS"), getenv("EVAL_BS")
   nested, fi_default = step_source(model_train.__file__)
   free_intermediate = getenv("FREE_INTERMEDIATE", fi_default or 0)
-  Tensor.manual_seed(12345)
-  model = get_mlperf_bert_model()
-  for p in get_parameters(model): p.assign(Tensor.zeros_like(p).contiguous()).realize()
-  parameters = get_parameters(model)
-  if len(GPUS) > 1:
-    for p in parameters: p.to_(GPUS)
-  no_wd = [v for k, v in get_state_dict(model).items() if "bias" in k or "LayerNorm" in k]
-  wd = [x for x in parameters if x not in set(no_wd)]
-  opt_wd = LAMB(wd, lr=0.000175, eps=1e-6, weight_decay=0.01, adam=False)
-  opt_no_wd = LAMB(no_wd, lr=0.000175, eps=1e-6, weight_decay=0.0, adam=False)
-  optimizer = OptimizerGroup(opt_wd, opt_no_wd)
-  scheduler = LRSchedulerGroup(*(PolynomialDecayWithWarmup(o, 0.000175, 0, 40000, 1, power=1.0) for o in (opt_wd, opt_no_wd)))
-  loss_scaler = 2.0 ** 11 if dtypes.default_float == dtypes.float16 else 1.0
+  model, optimizer, scheduler, loss_scaler = train_bert_state(GPUS)
   state = [*get_parameters(optimizer)]
   devs = [Device.canonicalize(d) for d in GPUS]
   train_step = model_train.train_step_bert if nested is None else bind_nested(nested, model_train, dict(

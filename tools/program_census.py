@@ -112,27 +112,11 @@ def child_tinygrad(platform: str, layers: int, sets: list[str]) -> dict[str, Any
   for name, drop in (("arange", ("requires_grad", "device")), ("full", ("requires_grad",))):
     fn = getattr(Tensor, name).__func__
     setattr(Tensor, name, classmethod(lambda cls, *a, _fn=fn, _drop=drop, **k: _fn(cls, *a, **{x: v for x, v in k.items() if x not in _drop})))
-  from tinygrad.nn.optim import LAMB, OptimizerGroup
-  from tinygrad.nn.state import get_parameters, get_state_dict
-  from extra.lr_scheduler import LRSchedulerGroup
   from examples.mlperf import model_train
-  from examples.mlperf.helpers import get_fake_data_bert, get_mlperf_bert_model
-  from examples.mlperf.lr_schedulers import PolynomialDecayWithWarmup
+  from examples.mlperf.helpers import get_fake_data_bert
   GPUS = [f"{Device.DEFAULT}:{i}" for i in range(s.gpus)]
   nested, _ = dt.step_source(model_train.__file__)
-  Tensor.manual_seed(12345)
-  model = get_mlperf_bert_model()
-  for p in get_parameters(model): p.assign(Tensor.zeros_like(p).contiguous()).realize()
-  parameters = get_parameters(model)
-  if len(GPUS) > 1:
-    for p in parameters: p.to_(GPUS)
-  no_wd = [v for k, v in get_state_dict(model).items() if "bias" in k or "LayerNorm" in k]
-  wd = [x for x in parameters if x not in set(no_wd)]
-  opt_wd = LAMB(wd, lr=0.000175, eps=1e-6, weight_decay=0.01, adam=False)
-  opt_no_wd = LAMB(no_wd, lr=0.000175, eps=1e-6, weight_decay=0.0, adam=False)
-  optimizer = OptimizerGroup(opt_wd, opt_no_wd)
-  scheduler = LRSchedulerGroup(*(PolynomialDecayWithWarmup(o, 0.000175, 0, 40000, 1, power=1.0) for o in (opt_wd, opt_no_wd)))
-  loss_scaler = 2.0 ** 11 if dtypes.default_float == dtypes.float16 else 1.0
+  model, optimizer, scheduler, loss_scaler = dt.train_bert_state(GPUS)
   train_step = model_train.train_step_bert if nested is None else dt.bind_nested(nested, model_train, dict(
     model=model, optimizer_group=optimizer, scheduler_group=scheduler, loss_scaler=loss_scaler, GPUS=GPUS))
 
