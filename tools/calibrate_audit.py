@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from mlperf_bert.audit.logs import read_log  # noqa: E402
+from mlperf_bert.audit.round_rules import describe, tool_env  # noqa: E402
 
 ROUNDS = ("0.7", "1.0", "1.1", "2.0", "2.1", "3.0", "3.1", "4.0", "4.1", "5.0")   # BERT entered in v0.7
 BERT_PART = re.compile(r"^([^/]+)/(?:results/([^/]+)/(?:bert/.+|package_checker_params)|systems/[^/]+\.json)$")
@@ -71,12 +72,14 @@ def extract(repo: Path, dest: Path) -> dict:
 
 
 def summarizer_scores(org_dir: Path, ruleset: str) -> tuple[dict[str, float | None], str]:
-  """mlperf-logging's result_summarizer on a plain copy of the org: {system dir: minutes or None}, its tail."""
-  with tempfile.TemporaryDirectory(prefix="calib-summarizer-") as tmp:
+  """mlperf-logging's result_summarizer on a plain copy of the org, with the rules of the ruleset's round
+  (round_rules.tool_env, as the audit): {system dir: minutes or None}, its tail."""
+  with tempfile.TemporaryDirectory(prefix="calib-summarizer-") as tmp, tool_env(ruleset) as env:
     tmp = Path(tmp)
     shutil.copytree(org_dir, tmp / org_dir.name)
     p = subprocess.run([sys.executable, "-m", "mlperf_logging.result_summarizer", str(tmp / org_dir.name), "training",
-                        ruleset, "--csv", str(tmp / "s.csv")], cwd=tmp, capture_output=True, text=True, errors="replace")
+                        ruleset, "--csv", str(tmp / "s.csv")], cwd=tmp, capture_output=True, text=True, errors="replace",
+                       env=env)
     scores: dict[str, float | None] = {}
     if (tmp / "s.csv").exists():
       with open(tmp / "s.csv", newline="") as f:
@@ -206,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
       state.write_text(json.dumps(ex, indent=1))
     ex = json.loads(state.read_text())
     meta["rounds"][rnd] = {"repository": f"github.com/mlcommons/training_results_v{rnd}", "commit": ex["commit"],
-                           "ruleset": f"{rnd}.0", "absent_logs": ex["absent"]}
+                           "ruleset": f"{rnd}.0", "rules": describe(f"{rnd}.0"), "absent_logs": ex["absent"]}
     for sysname, paths in sorted(ex["absent"].items()):
       org, system = sysname.split("/", 1)
       if a.org and org not in a.org: continue
