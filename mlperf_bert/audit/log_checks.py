@@ -109,7 +109,8 @@ def check_compliance(log: MLPerfLog, s: str, ruleset: str, verdict: tuple[bool, 
     return [Row("FAIL", "compliance", s, "not run: the log breaks the audit's bounds (the parse row)")]
   ok, msgs = verdict or compliance_checks([log.path], ruleset)[str(log.path)]
   if ok:
-    return [Row("PASS", "compliance", s, f"mlperf-logging compliance_checker, training {ruleset}")]
+    return [Row("PASS", "compliance", s, f"mlperf-logging compliance_checker, training {ruleset}"
+                + "".join(f"; {m}" for m in msgs))]
   if not log.converged and not log.malformed and log.benchmark == "bert" and log.events:
     return [Row("DROP", "compliance", s, f"not converged ({log.nonconvergence_reason()}); checker: {shorten(msgs)}")]
   return [Rejection("FAIL", "compliance", s, shorten(msgs) or "compliance checker rejected the log")]
