@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from mlperf_bert.audit.logs import read_log  # noqa: E402
-from mlperf_bert.audit.round_rules import describe, tool_env  # noqa: E402
+from mlperf_bert.audit.round_rules import rules_in_force, tool_env  # noqa: E402
 
 ROUNDS = ("0.7", "1.0", "1.1", "2.0", "2.1", "3.0", "3.1", "4.0", "4.1", "5.0")   # BERT entered in v0.7
 BERT_PART = re.compile(r"^([^/]+)/(?:results/([^/]+)/(?:bert/.+|package_checker_params)|systems/[^/]+\.json)$")
@@ -209,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
       state.write_text(json.dumps(ex, indent=1))
     ex = json.loads(state.read_text())
     meta["rounds"][rnd] = {"repository": f"github.com/mlcommons/training_results_v{rnd}", "commit": ex["commit"],
-                           "ruleset": f"{rnd}.0", "rules": describe(f"{rnd}.0"), "absent_logs": ex["absent"]}
+                           "ruleset": f"{rnd}.0", "rules": rules_in_force(f"{rnd}.0"), "absent_logs": ex["absent"]}
     for sysname, paths in sorted(ex["absent"].items()):
       org, system = sysname.split("/", 1)
       if a.org and org not in a.org: continue

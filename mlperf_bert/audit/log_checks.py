@@ -13,7 +13,7 @@ from pathlib import Path
 from mlperf_bert.errors import UserError
 from mlperf_bert.constants import EVAL_SAMPLES, RULESET
 from mlperf_bert.audit.mlperf_tools import bert_in_ruleset, compliance_checks, has_rcps, rcp_check, supported_rulesets
-from mlperf_bert.audit.round_rules import describe
+from mlperf_bert.audit.round_rules import rules_in_force
 from mlperf_bert.audit.forged import TIME_CHECKS, check_clock, check_copies
 from mlperf_bert.audit.rehearsal import check_rehearsal
 from mlperf_bert.audit.logs import MLPerfLog, olympic_score
@@ -316,7 +316,7 @@ def check_ruleset(audit: Audit, ruleset: str) -> None:
                     f"use one of {', '.join(supported_rulesets())}")
   if bert_in_ruleset(ruleset):
     audit.add("PASS", "ruleset", audit.path, f"training {ruleset} (mlperf-logging {_mlperf_logging_version()}): "
-              + describe(ruleset))
+              + rules_in_force(ruleset))
   else:
     audit.add("FAIL", "ruleset", audit.path, f"BERT is not a benchmark of MLPerf Training {ruleset}; its last ruleset is "
               f"{RULESET}: rerun with --ruleset {RULESET}")

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Iterator
 
 RULES_DIR = Path(__file__).resolve().parents[2] / "resources" / "mlperf-rules"
-MANIFEST = RULES_DIR / "rounds.json"
+ROUNDS_MANIFEST = RULES_DIR / "rounds.json"
 SOURCE_REPO = "github.com/mlcommons/logging"
 PACKAGE = "mlperf_logging"
 
@@ -69,7 +69,7 @@ def installed_version() -> str:
 
 
 @functools.lru_cache(maxsize=None)
-def round_rules(ruleset: str, manifest: Path = MANIFEST) -> RoundRules | None:
+def round_rules(ruleset: str, manifest: Path = ROUNDS_MANIFEST) -> RoundRules | None:
   """The kept rules of the ruleset's round, or None where none are kept (the installed ones are then used)."""
   try:
     rounds = json.loads(manifest.read_text())["rounds"]
@@ -132,7 +132,7 @@ def what_differs(rules: RoundRules) -> list[str]:
   return out
 
 
-def describe(ruleset: str) -> str:
+def rules_in_force(ruleset: str) -> str:
   """Which rules a ruleset's logs are checked under, and where today's differ: the audit's `rules` row."""
   rules = round_rules(ruleset)
   today = f"mlperf-logging {installed_version()}"

@@ -8,7 +8,7 @@ import hashlib, json
 from mlperf_bert.audit.log_checks import check_compliance, check_ruleset
 from mlperf_bert.audit.logs import read_log
 from mlperf_bert.audit.mlperf_tools import compliance_check, rcp_max_speedup
-from mlperf_bert.audit.round_rules import MANIFEST, RULES_DIR, differing, round_rules
+from mlperf_bert.audit.round_rules import ROUNDS_MANIFEST, RULES_DIR, differing, round_rules
 from mlperf_bert.audit.rows import Audit
 from conftest import FIXTURES
 
@@ -28,7 +28,7 @@ def test_a_v21_log_passes_under_its_rounds_rules_and_the_row_names_them():
 
 
 def test_the_kept_rules_are_whole_and_name_their_source():
-  manifest = json.loads(MANIFEST.read_text())
+  manifest = json.loads(ROUNDS_MANIFEST.read_text())
   assert manifest["source"] == "https://github.com/mlcommons/logging"
   assert manifest["rounds"]["2.1.0"]["tag"] == "2.1.0-rc3"
   for ruleset, r in manifest["rounds"].items():
