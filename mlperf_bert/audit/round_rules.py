@@ -1,9 +1,10 @@
-"""The rules of a round's own release: the BERT checker configs and RCPs of the mlcommons/logging release tag that a
-MLPerf Training round was checked with, as kept in resources/mlperf-rules/<tag>/ by tools/record_round_rules.py.
+"""The rules of a round's own release: the BERT checker configs and RCPs of mlcommons/logging as they stood when a
+MLPerf Training round's results were published (its main line's last commit before the round's first commit to
+training_results_vX.Y), as kept in resources/mlperf-rules/<ruleset>/ by tools/record_round_rules.py.
 
 The installed mlperf-logging carries one copy of each ruleset's rules, edited after its round: training_2.1.0's
-closed_bert.yaml asked `opt_epsilon` at tag 2.1.0-rc3 (2022-10-06) and `opt_lamb_epsilon` since mlcommons/logging
-d82b94d (2022-11-22), after the v2.1 results were out. A round's logs are checked with its release's rules: the
+closed_bert.yaml asked `opt_epsilon` at the v2.1 results (tag 2.1.0) and `opt_lamb_epsilon` since mlcommons/logging
+d82b94d (2022-11-22), after them. A round's logs are checked with its release's rules: the
 installed tools run unchanged, from a package laid out of symlinks to the installed files in which the kept rule
 files stand where the installed ones stood (`overlay`); the RCPs go to the rcp_checker as a custom RCP file.
 """
@@ -43,10 +44,11 @@ def apply_waivers(ruleset: str, ok: bool, msgs: list[str]) -> tuple[bool, list[s
 @dataclass(frozen=True)
 class RoundRules:
   ruleset: str              # "2.1.0"
-  tag: str                  # the mlcommons/logging release tag of the round, "2.1.0-rc3"
-  commit: str               # the tag's commit
+  tag: str                  # the mlcommons/logging release tag the commit is at or after (git describe), "2.1.0"
+  commit: str               # mlcommons/logging's last commit before the round's results
   date: str                 # the commit's date, YYYY-MM-DD
-  root: Path                # resources/mlperf-rules/<tag>: holds mlperf_logging/<path> for each of files
+  results_date: str         # the round's first commit to training_results_vX.Y, ISO
+  root: Path                # resources/mlperf-rules/<ruleset>: holds mlperf_logging/<path> for each of files
   files: tuple[str, ...]    # paths inside the mlperf_logging package
 
   def kept(self, rel: str) -> Path:
@@ -77,7 +79,8 @@ def round_rules(ruleset: str, manifest: Path = ROUNDS_MANIFEST) -> RoundRules | 
     return None
   r = rounds.get(ruleset)
   if not r: return None
-  return RoundRules(ruleset, r["tag"], r["commit"], r["date"], manifest.parent / r["tag"], tuple(r["files"]))
+  return RoundRules(ruleset, r["tag"], r["commit"], r["date"], r["results_date"], manifest.parent / ruleset,
+                    tuple(r["files"]))
 
 
 @functools.lru_cache(maxsize=None)
@@ -138,8 +141,8 @@ def rules_in_force(ruleset: str) -> str:
   today = f"mlperf-logging {installed_version()}"
   if rules is None:
     return f"checked with the installed {today}'s training {ruleset} rules (no round's release rules are kept)"
-  head = (f"checked with {SOURCE_REPO.split('/', 1)[1]} {rules.tag}'s rules (the round's release, "
-          f"{rules.commit[:7]}, {rules.date})")
+  head = (f"checked with the round's rules: {SOURCE_REPO.split('/', 1)[1]} {rules.commit[:7]} ({rules.tag}, "
+          f"{rules.date}), as at the v{ruleset.rsplit('.', 1)[0]} results ({rules.results_date[:10]})")
   diff = what_differs(rules)
   if not diff:
     return f"{head}; the installed {today}'s are the same"
