@@ -13,9 +13,11 @@ the mirror (a snapshot can lack its largest files) is not extracted; its row say
 
 Then, one organization at a time:
   * the audit, by its real CLI: `python -m mlperf_bert audit <org> --ruleset X.Y.0 --json ...` (the round's ruleset;
-    mlperf-logging ships every training ruleset 0.7.0 ... 5.0.0);
+    mlperf-logging ships every training ruleset 0.7.0 ... 5.0.0; the audit checks it with the rules of its round,
+    resources/mlperf-rules, and meta names them);
   * mlperf-logging's own `python -m mlperf_logging.result_summarizer <org> training X.Y.0` on a plain copy of the
-    extracted org: the official score of each system;
+    extracted org, with the same round's rules (mlperf_bert.audit.round_rules.tool_env): the official score of each
+    system;
   * every result log read as the audit reads it: its lines that are not `:::MLLOG` records (count, bytes) and its
     lines with bytes that are not UTF-8.
 Each organization's figures are kept in --scratch/vX.Y/_calib/<org>.json, so an interrupted run goes on where it
