@@ -13,6 +13,7 @@ from mlperf_bert import cli
 
 from mlperf_bert.audit.log_checks import check_compliance, check_ruleset
 from mlperf_bert.audit.org import check_package
+from mlperf_bert.audit.forged import check_clock
 from mlperf_bert.audit.logs import read_log
 from mlperf_bert.audit.mlperf_tools import compliance_check, rcp_max_speedup
 from mlperf_bert.audit.round_rules import ROUNDS_MANIFEST, RULES_DIR, differing, round_rules
@@ -79,3 +80,18 @@ def test_an_accepted_v11_system_has_no_fail_under_its_rounds_rules(tmp_path):
   assert not [r for r in data["rows"] if r["status"] == "FAIL"], [r for r in data["rows"] if r["status"] == "FAIL"]
   assert data["scores"]["NVIDIA/dgxa100_ngc21.09_pytorch"]["score"] is not None
   assert [r for r in data["rows"] if r["check"] == "ruleset" and "mlcommons/logging beaf26d" in r["reason"]]
+
+
+def test_an_unclocked_event_off_the_clock_is_a_warn_a_clocked_one_a_fail(tmp_path):
+  """Intel's accepted v2.1 16-nodes-SPR-pytorch-open result_9.txt begins with a cache_clear at time_ms
+  16655441572299 (a digit too many); no score or check reads it. The same time on run_stop is an edit."""
+  line = ':::MLLOG {{"namespace": "", "time_ms": {t}, "event_type": "{k}", "key": "{key}", "value": {v}, "metadata": {{}}}}'
+  def log(stop_ms):
+    p = tmp_path / f"result_{stop_ms}.txt"
+    p.write_text("\n".join([line.format(t=16655441572299, k="POINT_IN_TIME", key="cache_clear", v="true"),
+                            line.format(t=1665544157229, k="INTERVAL_START", key="run_start", v="null"),
+                            line.format(t=stop_ms, k="INTERVAL_END", key="run_stop", v="null")]) + "\n")
+    return check_clock(read_log(p), p.name)
+  rows = log(1665544257229)
+  assert [r.status for r in rows] == ["WARN"] and "line 1 cache_clear at time_ms 1.66554e+13" in rows[0].reason, rows
+  assert sorted(r.status for r in log(16655442572299)) == ["FAIL", "WARN"]
