@@ -2,7 +2,7 @@
 v5.0, with the audit's verdict and score beside mlperf-logging's result_summarizer's.
 
   python tools/calibrate_audit.py [--mirrors /work/.mirror] [--scratch /tmp/calib] [--round 4.1 ...]
-                                  [--out tests/fixtures/audit-calibration.json] [--fresh]
+                                  [--out tests/fixtures/audit-calibration.json] [--fresh] [--merge OLD_TABLE]
 
 --mirrors holds bare git mirrors of github.com/mlcommons/training_results_vX.Y, one per round, at
 `mlcommons+training_results_vX.Y/repo` (as the `fetch` tool lays them out; `git clone --mirror URL
@@ -199,8 +199,16 @@ def main(argv: list[str] | None = None) -> int:
   ap.add_argument("--org", action="append", help="only these organizations (the table then holds only them)")
   ap.add_argument("--out", type=Path, default=ROOT / "tests" / "fixtures" / "audit-calibration.json")
   ap.add_argument("--fresh", action="store_true", help="extract and audit again what --scratch already holds")
+  ap.add_argument("--merge", type=Path, help="an earlier table whose rounds not named by --round are kept as they are "
+                  "(their rows and meta, with the date they were made)")
   a = ap.parse_args(argv)
   rows, meta = [], {"rounds": {}}
+  if a.merge:
+    old = json.loads(a.merge.read_text())
+    kept = [r for r in old["meta"]["rounds"] if r not in (a.round or ROUNDS)]
+    meta["rounds"] = {r: {"rules": rules_in_force(f"{r}.0"), **old["meta"]["rounds"][r],
+                          "made": old["meta"]["rounds"][r].get("made", old["meta"]["date"])} for r in kept}
+    rows = [r for r in old["rows"] if r["round"] in kept]
   for rnd in a.round or ROUNDS:
     repo = a.mirrors / f"mlcommons+training_results_v{rnd}" / "repo"
     base = a.scratch / f"v{rnd}"
@@ -211,7 +219,8 @@ def main(argv: list[str] | None = None) -> int:
       state.write_text(json.dumps(ex, indent=1))
     ex = json.loads(state.read_text())
     meta["rounds"][rnd] = {"repository": f"github.com/mlcommons/training_results_v{rnd}", "commit": ex["commit"],
-                           "ruleset": f"{rnd}.0", "rules": rules_in_force(f"{rnd}.0"), "absent_logs": ex["absent"]}
+                           "ruleset": f"{rnd}.0", "rules": rules_in_force(f"{rnd}.0"), "absent_logs": ex["absent"],
+                           "made": datetime.date.today().isoformat()}
     for sysname, paths in sorted(ex["absent"].items()):
       org, system = sysname.split("/", 1)
       if a.org and org not in a.org: continue
@@ -240,6 +249,7 @@ def main(argv: list[str] | None = None) -> int:
                "mlperf_logging": version("mlperf-logging"), "machine": f"{_cpu_model()}, "
                f"{os.cpu_count()} cores"})
   rows.sort(key=lambda r: (tuple(map(int, r["round"].split("."))), r["org"], r["system"]))
+  meta["rounds"] = dict(sorted(meta["rounds"].items(), key=lambda kv: tuple(map(int, kv[0].split(".")))))
   table = {"meta": meta, "summary": summary(rows), "rows": rows}
   a.out.parent.mkdir(parents=True, exist_ok=True)
   a.out.write_text("{\n" + ",\n".join(f"{json.dumps(k)}: " + (json.dumps(v, indent=1) if k != "rows" else "[\n"
