@@ -26,8 +26,8 @@ PACKAGE = "mlperf_logging"
 # {ruleset: (the installed checker's messages it waived, by their start; the row's note)}
 CODE_WAIVERS = {"1.1.0": (("Required AT_LEAST_ONE occurrence of 'weights_initialization'",
                            "failed test: sorted(s['initialized_tensors'])"),
-                          "a failed weights-initialization check, which training 1.1.0's release checker let pass "
-                          "(\"can be ignored for 1.1.0\", mlcommons/logging 63c9709; today's fails it since 4c04112)")}
+                          "a failed weights-initialization check (\"can be ignored for 1.1.0\", mlcommons/logging "
+                          "63c9709; today's checker fails it since 4c04112)")}
 WAIVED = "waived as the round's release did: "
 
 
@@ -144,9 +144,11 @@ def rules_in_force(ruleset: str) -> str:
   head = (f"checked with the round's rules: {SOURCE_REPO.split('/', 1)[1]} {rules.commit[:7]} ({rules.tag}, "
           f"{rules.date}), as at the v{ruleset.rsplit('.', 1)[0]} results ({rules.results_date[:10]})")
   diff = what_differs(rules)
+  waiver = (f"; as the round's release checker did, it lets pass {CODE_WAIVERS[ruleset][1]}" if ruleset in CODE_WAIVERS
+            else "")
   if not diff:
-    return f"{head}; the installed {today}'s are the same"
-  return f"{head}; the installed {today}'s differ: " + "; ".join(diff)
+    return f"{head}; the installed {today}'s are the same{waiver}"
+  return f"{head}; the installed {today}'s differ: " + "; ".join(diff) + waiver
 
 
 @contextlib.contextmanager
