@@ -2,7 +2,7 @@
 v5.0, with the audit's verdict and score beside mlperf-logging's result_summarizer's.
 
   python tools/calibrate_audit.py [--mirrors /work/.mirror] [--scratch /tmp/calib] [--round 4.1 ...]
-                                  [--out tests/fixtures/audit-calibration.json] [--fresh]
+                                  [--out tests/fixtures/audit-calibration.json] [--fresh] [--merge OLD_TABLE]
 
 --mirrors holds bare git mirrors of github.com/mlcommons/training_results_vX.Y, one per round, at
 `mlcommons+training_results_vX.Y/repo` (as the `fetch` tool lays them out; `git clone --mirror URL
@@ -13,9 +13,11 @@ the mirror (a snapshot can lack its largest files) is not extracted; its row say
 
 Then, one organization at a time:
   * the audit, by its real CLI: `python -m mlperf_bert audit <org> --ruleset X.Y.0 --json ...` (the round's ruleset;
-    mlperf-logging ships every training ruleset 0.7.0 ... 5.0.0);
+    mlperf-logging ships every training ruleset 0.7.0 ... 5.0.0; the audit checks it with the rules of its round,
+    resources/mlperf-rules, and meta names them);
   * mlperf-logging's own `python -m mlperf_logging.result_summarizer <org> training X.Y.0` on a plain copy of the
-    extracted org: the official score of each system;
+    extracted org, with the same round's rules (mlperf_bert.audit.round_rules.tool_env): the official score of each
+    system;
   * every result log read as the audit reads it: its lines that are not `:::MLLOG` records (count, bytes) and its
     lines with bytes that are not UTF-8.
 Each organization's figures are kept in --scratch/vX.Y/_calib/<org>.json, so an interrupted run goes on where it
@@ -31,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from mlperf_bert.audit.logs import read_log  # noqa: E402
+from mlperf_bert.audit.round_rules import rules_in_force, tool_env  # noqa: E402
 
 ROUNDS = ("0.7", "1.0", "1.1", "2.0", "2.1", "3.0", "3.1", "4.0", "4.1", "5.0")   # BERT entered in v0.7
 BERT_PART = re.compile(r"^([^/]+)/(?:results/([^/]+)/(?:bert/.+|package_checker_params)|systems/[^/]+\.json)$")
@@ -71,12 +74,14 @@ def extract(repo: Path, dest: Path) -> dict:
 
 
 def summarizer_scores(org_dir: Path, ruleset: str) -> tuple[dict[str, float | None], str]:
-  """mlperf-logging's result_summarizer on a plain copy of the org: {system dir: minutes or None}, its tail."""
-  with tempfile.TemporaryDirectory(prefix="calib-summarizer-") as tmp:
+  """mlperf-logging's result_summarizer on a plain copy of the org, with the rules of the ruleset's round
+  (round_rules.tool_env, as the audit): {system dir: minutes or None}, its tail."""
+  with tempfile.TemporaryDirectory(prefix="calib-summarizer-") as tmp, tool_env(ruleset) as env:
     tmp = Path(tmp)
     shutil.copytree(org_dir, tmp / org_dir.name)
     p = subprocess.run([sys.executable, "-m", "mlperf_logging.result_summarizer", str(tmp / org_dir.name), "training",
-                        ruleset, "--csv", str(tmp / "s.csv")], cwd=tmp, capture_output=True, text=True, errors="replace")
+                        ruleset, "--csv", str(tmp / "s.csv")], cwd=tmp, capture_output=True, text=True, errors="replace",
+                       env=env)
     scores: dict[str, float | None] = {}
     if (tmp / "s.csv").exists():
       with open(tmp / "s.csv", newline="") as f:
@@ -194,8 +199,16 @@ def main(argv: list[str] | None = None) -> int:
   ap.add_argument("--org", action="append", help="only these organizations (the table then holds only them)")
   ap.add_argument("--out", type=Path, default=ROOT / "tests" / "fixtures" / "audit-calibration.json")
   ap.add_argument("--fresh", action="store_true", help="extract and audit again what --scratch already holds")
+  ap.add_argument("--merge", type=Path, help="an earlier table whose rounds not named by --round are kept as they are "
+                  "(their rows and meta, with the date they were made)")
   a = ap.parse_args(argv)
   rows, meta = [], {"rounds": {}}
+  if a.merge:
+    old = json.loads(a.merge.read_text())
+    kept = [r for r in old["meta"]["rounds"] if r not in (a.round or ROUNDS)]
+    meta["rounds"] = {r: {"rules": rules_in_force(f"{r}.0"), **old["meta"]["rounds"][r],
+                          "made": old["meta"]["rounds"][r].get("made", old["meta"]["date"])} for r in kept}
+    rows = [r for r in old["rows"] if r["round"] in kept]
   for rnd in a.round or ROUNDS:
     repo = a.mirrors / f"mlcommons+training_results_v{rnd}" / "repo"
     base = a.scratch / f"v{rnd}"
@@ -206,7 +219,8 @@ def main(argv: list[str] | None = None) -> int:
       state.write_text(json.dumps(ex, indent=1))
     ex = json.loads(state.read_text())
     meta["rounds"][rnd] = {"repository": f"github.com/mlcommons/training_results_v{rnd}", "commit": ex["commit"],
-                           "ruleset": f"{rnd}.0", "absent_logs": ex["absent"]}
+                           "ruleset": f"{rnd}.0", "rules": rules_in_force(f"{rnd}.0"), "absent_logs": ex["absent"],
+                           "made": datetime.date.today().isoformat()}
     for sysname, paths in sorted(ex["absent"].items()):
       org, system = sysname.split("/", 1)
       if a.org and org not in a.org: continue
@@ -235,6 +249,7 @@ def main(argv: list[str] | None = None) -> int:
                "mlperf_logging": version("mlperf-logging"), "machine": f"{_cpu_model()}, "
                f"{os.cpu_count()} cores"})
   rows.sort(key=lambda r: (tuple(map(int, r["round"].split("."))), r["org"], r["system"]))
+  meta["rounds"] = dict(sorted(meta["rounds"].items(), key=lambda kv: tuple(map(int, kv[0].split(".")))))
   table = {"meta": meta, "summary": summary(rows), "rows": rows}
   a.out.parent.mkdir(parents=True, exist_ok=True)
   a.out.write_text("{\n" + ",\n".join(f"{json.dumps(k)}: " + (json.dumps(v, indent=1) if k != "rows" else "[\n"

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from mlperf_bert.errors import UserError
 from mlperf_bert.constants import EVAL_SAMPLES, INIT_LIMIT_MIN, RULESET
-from mlperf_bert.audit.mlperf_tools import bert_in_ruleset, compliance_check, has_rcps, rcp_check, supported_rulesets
+from mlperf_bert.audit.mlperf_tools import bert_in_ruleset, compliance_checks, has_rcps, rcp_check, supported_rulesets
+from mlperf_bert.audit.round_rules import rules_in_force
 from mlperf_bert.audit.forged import TIME_CHECKS, check_clock, check_copies
 from mlperf_bert.audit.rehearsal import check_rehearsal
 from mlperf_bert.audit.logs import MLPerfLog, olympic_score
@@ -99,14 +100,16 @@ def check_ruleset_claim(log: MLPerfLog, s: str, ruleset: str) -> list[Row]:
   return [Row("WARN", "ruleset claim", s, f"log claims ruleset {claim}; checked under {ruleset}")]
 
 
-def check_compliance(log: MLPerfLog, s: str, ruleset: str) -> list[Row]:
-  """mlperf-logging's compliance checker on the log (not run on a log over the audit's bounds)."""
+def check_compliance(log: MLPerfLog, s: str, ruleset: str, verdict: tuple[bool, list[str]] | None = None) -> list[Row]:
+  """mlperf-logging's compliance checker on the log under its round's rules (not run on a log over the audit's
+  bounds); verdict: compliance_checks' for the log, when check_logs ran it on the system's logs at once."""
   assert log.path is not None
   if log.over_bounds:
     return [Row("FAIL", "compliance", s, "not run: the log breaks the audit's bounds (the parse row)")]
-  ok, msgs = compliance_check(log.path, ruleset)
+  ok, msgs = verdict or compliance_checks([log.path], ruleset)[str(log.path)]
   if ok:
-    return [Row("PASS", "compliance", s, f"mlperf-logging compliance_checker, training {ruleset}")]
+    return [Row("PASS", "compliance", s, f"mlperf-logging compliance_checker, training {ruleset}"
+                + "".join(f"; {m}" for m in msgs))]
   if not log.converged and not log.malformed and log.benchmark == "bert" and log.events:
     return [Row("DROP", "compliance", s, f"not converged ({log.nonconvergence_reason()}); checker: {shorten(msgs)}")]
   return [Rejection("FAIL", "compliance", s, shorten(msgs) or "compliance checker rejected the log")]
@@ -151,14 +154,15 @@ def check_seed(log: MLPerfLog, s: str, division: str | None) -> list[Row]:
 
 
 def _check_one_log(audit: Audit, log: MLPerfLog, s: str, *, division: str | None, ruleset: str,
-                   expect_platform: str | None, expect_org: str | None) -> tuple[bool, list[Row]]:
+                   expect_platform: str | None, expect_org: str | None,
+                   compliance: tuple[bool, list[str]] | None = None) -> tuple[bool, list[Row]]:
   """The rows of one log. Returns (counts toward the score, the rows that reject the run: DROP when olympic
   scoring can drop it, FAIL when it cannot; check_logs settles which)."""
   log_div = log.division or division
   rows = audit.extend([*check_encoding(log, s), *check_parse(log, s), *check_benchmark(log, s),
                        *check_division(log, s, division), *check_platform(log, s, expect_platform),
                        *check_org(log, s, expect_org), *check_ruleset_claim(log, s, ruleset),
-                       *check_clock(log, s), *check_compliance(log, s, ruleset), *check_run_stop(log, s),
+                       *check_clock(log, s), *check_compliance(log, s, ruleset, compliance), *check_run_stop(log, s),
                        *check_init_time(log, s, log_div),
                        *check_eval_samples(log, s, log_div), *check_seed(log, s, log_div)])
   pending = [r for r in rows if isinstance(r, Rejection)]
@@ -260,6 +264,8 @@ def check_logs(audit: Audit, logs: list[MLPerfLog], *, system: str, division: st
   audit.extend(check_log_count(logs, system, expect_count))
   valid: dict[int, bool] = {}
   pending: dict[int, list[Row]] = {}
+  verdicts = compliance_checks([l.path for l in logs if l.path is not None and not l.unread and not l.over_bounds],
+                               ruleset)
   for log in logs:
     if log.unread:
       audit.add("FAIL", "read", names[id(log)], f"{log.unread}: not read")
@@ -267,7 +273,8 @@ def check_logs(audit: Audit, logs: list[MLPerfLog], *, system: str, division: st
       continue
     audit.extend(check_rehearsal(log, names[id(log)], scoring))
     valid[id(log)], pending[id(log)] = _check_one_log(audit, log, names[id(log)], division=division, ruleset=ruleset,
-                                                      expect_platform=expect_platform, expect_org=expect_org)
+                                                      expect_platform=expect_platform, expect_org=expect_org,
+                                                      compliance=verdicts.get(str(log.path)))
   dropped = _check_system(audit, logs, names, valid, pending, system=system, division=division, scoring=scoring,
                           received=received)
   if bert_dir is not None:
@@ -307,7 +314,8 @@ def check_ruleset(audit: Audit, ruleset: str) -> None:
     raise UserError(f"--ruleset {ruleset}: mlperf-logging {_mlperf_logging_version()} has no training {ruleset}; "
                     f"use one of {', '.join(supported_rulesets())}")
   if bert_in_ruleset(ruleset):
-    audit.add("PASS", "ruleset", audit.path, f"training {ruleset} (mlperf-logging {_mlperf_logging_version()})")
+    audit.add("PASS", "ruleset", audit.path, f"training {ruleset} (mlperf-logging {_mlperf_logging_version()}): "
+              + rules_in_force(ruleset))
   else:
     audit.add("FAIL", "ruleset", audit.path, f"BERT is not a benchmark of MLPerf Training {ruleset}; its last ruleset is "
               f"{RULESET}: rerun with --ruleset {RULESET}")

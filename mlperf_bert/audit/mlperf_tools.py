@@ -11,6 +11,7 @@ from mlperf_logging.rcp_checker import rcp_checker
 from mlperf_logging.system_desc_checker import system_desc_checker
 
 from mlperf_bert.constants import RULESET
+from mlperf_bert.audit.round_rules import apply_waivers, round_rules, tool_env
 from mlperf_bert.audit.untrusted import MAX_COPY_BYTES, MAX_COPY_FILES, MAX_JSON_BYTES, problem, safe_copy
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -85,6 +86,25 @@ def compliance_check(log_path: str | os.PathLike, ruleset: str = RULESET) -> tup
   return bool(valid), msgs
 
 
+def compliance_checks(log_paths: list[Path], ruleset: str = RULESET) -> dict[str, tuple[bool, list[str]]]:
+  """compliance_check on each log under the rules of the ruleset's round (round_rules.py): in this process where they
+  are the installed ones, else in one child running the installed checker with the round's configs; less what the
+  round's release checker let pass in its code (round_rules.CODE_WAIVERS). {path: (valid, messages)}."""
+  with tool_env(ruleset) as env:
+    if env is None or not log_paths:
+      return {str(p): apply_waivers(ruleset, *compliance_check(p, ruleset)) for p in log_paths}
+    with tempfile.TemporaryDirectory(prefix="mlperf-compliance-") as tmp:
+      out = Path(tmp) / "verdicts.json"
+      rc, text = _run_tool(["mlperf_bert.audit.mlperf_tools", "compliance", ruleset, str(out), *map(str, log_paths)],
+                           Path(tmp), env)
+      try:
+        got = json.loads(out.read_text())
+      except (OSError, ValueError):
+        tail = (text.strip().splitlines() or [""])[-1][:200]
+        return {str(p): (False, [f"compliance checker stopped (exit {rc}): {tail}"]) for p in log_paths}
+  return {k: apply_waivers(ruleset, bool(v[0]), list(v[1])) for k, v in got.items()}
+
+
 def system_desc_check(json_path: str | os.PathLike, ruleset: str = RULESET) -> tuple[bool, list[str]]:
   """mlperf-logging's system_desc_checker on systems/<system>.json. Returns (valid, reasons)."""
   try:
@@ -103,8 +123,16 @@ def system_desc_check(json_path: str | os.PathLike, ruleset: str = RULESET) -> t
 
 
 def has_rcps(ruleset: str) -> bool:
-  """Whether mlperf-logging holds BERT RCPs for the ruleset (its rcp_checker starts at training 1.0.0)."""
-  return (Path(rcp_checker.__file__).parent / f"{USAGE}_{ruleset}" / "rcps_bert.json").is_file()
+  """Whether the ruleset has BERT RCPs, its round's kept ones or the installed mlperf-logging's (its rcp_checker starts
+  at training 1.0.0)."""
+  return _rcp_file(ruleset) is not None or (Path(rcp_checker.__file__).parent / f"{USAGE}_{ruleset}" /
+                                            "rcps_bert.json").is_file()
+
+
+def _rcp_file(ruleset: str) -> Path | None:
+  """The round's own BERT RCP file where one is kept (round_rules.py), which the rcp_checker takes as custom RCPs."""
+  rules = round_rules(ruleset)
+  return rules.rcp_file() if rules else None
 
 
 @functools.lru_cache(maxsize=1)
@@ -117,7 +145,9 @@ def rcp_max_speedup() -> float:
     for r in supported_rulesets():
       if not has_rcps(r): continue
       try:
-        c = rcp_checker.RCP_Checker(USAGE, r, "bert", False)
+        kept = _rcp_file(r)
+        with (open(kept) if kept else contextlib.nullcontext(None)) as f:
+          c = rcp_checker.RCP_Checker(USAGE, r, "bert", False, f)
       except Exception:  # an RCP file the installed checker cannot read bounds nothing
         continue
       top = max([top] + [x["Max Speedup"] for recs in (c.rcp_data, c.pruned_rcp_data) for x in recs.values()])
@@ -146,15 +176,17 @@ def rcp_scaling(bert_dir: str | os.PathLike, ruleset: str = RULESET) -> tuple[bo
   submission's mean epochs when the check passes and the submission converged faster than the RCP mean, else no
   file (1.0). Computed without writing anything. The submission's epochs are read from epoch_num, as package_checker
   reads them by default, and, when that fails, from train_samples, as `package_checker --rcp_bert_train_samples`
-  reads them (logs of v1.0 and v1.1 count their epochs in samples)."""
+  reads them (logs of v1.0 and v1.1 count their epochs in samples). The RCPs are the round's own where kept."""
   if not has_rcps(ruleset):
     return True, f"training {ruleset} has no BERT RCPs (mlperf-logging's rcp_checker starts at 1.0.0)", 1.0
   out = None
   for train_samples in (False, True):
     with captured_logging():
       try:
-        ok, msg, norm = rcp_checker.check_directory(str(bert_dir), USAGE, ruleset, False, train_samples,
-                                                    rcp_pass="pruned_rcps")
+        kept = _rcp_file(ruleset)
+        with (open(kept) if kept else contextlib.nullcontext(None)) as f:
+          ok, msg, norm = rcp_checker.check_directory(str(bert_dir), USAGE, ruleset, False, train_samples,
+                                                      rcp_file=f, rcp_pass="pruned_rcps")
       except Exception as e:
         ok, msg, norm = False, f"rcp_checker stopped: {type(e).__name__}: {e}", 1.0
     if train_samples: msg += " (epochs from train_samples, as package_checker --rcp_bert_train_samples reads them)"
@@ -187,11 +219,11 @@ def _copy_package(org_dir: Path, dest: Path) -> Path:
   return out
 
 
-def _run_tool(args: list[str], cwd: Path) -> tuple[int, str]:
-  """`python -m ARGS` in cwd, bounded by TOOL_TIMEOUT_S: (exit status, stdout + stderr)."""
+def _run_tool(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> tuple[int, str]:
+  """`python -m ARGS` in cwd (in env: round_rules.tool_env's), bounded by TOOL_TIMEOUT_S: (exit status, output)."""
   try:
     p = subprocess.run([sys.executable, "-m", *args], cwd=cwd, capture_output=True, text=True, errors="replace",
-                       timeout=TOOL_TIMEOUT_S)
+                       timeout=TOOL_TIMEOUT_S, env=env)
   except subprocess.TimeoutExpired:
     return 124, f"ERROR - {args[0]} did not finish in {TOOL_TIMEOUT_S} s"
   return p.returncode, p.stdout + p.stderr
@@ -199,13 +231,15 @@ def _run_tool(args: list[str], cwd: Path) -> tuple[int, str]:
 
 def result_summarizer(org_dir: str | os.PathLike, ruleset: str = RULESET) -> dict:
   """Run `python -m mlperf_logging.result_summarizer ORG training RULESET` on a temporary copy of the org
-  directory. Returns {"scores": {system dir: minutes or None}, "rcp": {system dir: str}, "output": text}."""
+  directory, under the rules of the ruleset's round (round_rules.tool_env).
+  Returns {"scores": {system dir: minutes or None}, "rcp": {system dir: str}, "output": text}."""
   org_dir = Path(org_dir)
   with tempfile.TemporaryDirectory(prefix="mlperf-summarizer-") as tmp:
     tmp = Path(tmp)
     copy = _copy_package(org_dir, tmp / "pkg")
-    rc, out = _run_tool(["mlperf_logging.result_summarizer", str(copy), USAGE, ruleset, "--csv",
-                         str(tmp / "summary.csv")], tmp)
+    with tool_env(ruleset) as env:
+      rc, out = _run_tool(["mlperf_logging.result_summarizer", str(copy), USAGE, ruleset, "--csv",
+                           str(tmp / "summary.csv")], tmp, env)
     scores, rcp = {}, {}
     for name, key in (("summary.csv", "bert"), ("summary_detailed.csv", "bert:RCP")):
       f = tmp / name
@@ -225,13 +259,16 @@ def result_summarizer(org_dir: str | os.PathLike, ruleset: str = RULESET) -> dic
 def package_checker(org_dir: str | os.PathLike, ruleset: str = RULESET, *, in_place: bool = False,
                     log_output: str | os.PathLike | None = None) -> tuple[bool, str]:
   """Run `python -m mlperf_logging.package_checker ORG training RULESET` (on a temporary copy unless
-  in_place). Returns (passed, its output). It exits 0 either way; its verdict is its last log line."""
+  in_place), under the rules of the ruleset's round (round_rules.tool_env). Returns (passed, its output).
+  It exits 0 either way; its verdict is its last log line."""
   org_dir = Path(org_dir)
   with tempfile.TemporaryDirectory(prefix="mlperf-package-") as tmp:
     tmp = Path(tmp)
     target = org_dir.resolve() if in_place else _copy_package(org_dir, tmp / "pkg")
     log = Path(log_output).resolve() if log_output else tmp / "package_checker.log"
-    rc, out = _run_tool(["mlperf_logging.package_checker", str(target), USAGE, ruleset, "--log_output", str(log)], tmp)
+    with tool_env(ruleset) as env:
+      rc, out = _run_tool(["mlperf_logging.package_checker", str(target), USAGE, ruleset, "--log_output", str(log)],
+                          tmp, env)
     if not in_place:  # name the audited package in the messages, not the temporary copy
       out = out.replace(str(target), str(org_dir))
   passed = rc == 0 and "PACKAGE CHECKER FOUND NO ERRORS" in out
@@ -256,3 +293,8 @@ def package_checker_errors_by_system(output: str) -> dict[str, list[str]]:
     elif l.startswith("ERROR"):
       out.setdefault(system, []).append(l.split("-", 1)[1].strip() if "-" in l else l.strip())
   return out
+
+
+if __name__ == "__main__":   # the child of compliance_checks: `compliance RULESET OUT.json LOG...`, in tool_env's env
+  _, _cmd, _ruleset, _out, *_logs = sys.argv
+  Path(_out).write_text(json.dumps({p: compliance_check(p, _ruleset) for p in _logs}))

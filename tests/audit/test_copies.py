@@ -89,16 +89,17 @@ def test_a_copy_with_its_clock_moved_and_init_start_plus_1_ms_fails():
 
 
 def test_real_published_logs_are_no_copies_but_tinycorps_known_one():
-  """Every real log fixture (MLCommons v0.7 ... v5.0, tinycorp's v4.1): no copies row, but tinycorp's v4.1
+  """Every real log fixture (MLCommons v0.7 ... v5.0, tinycorp's v4.1 and v5.0): no copies row, but tinycorp's v4.1
   tinybox_green result_8 = result_3 (seed aside, byte for byte), which MLCommons accepted: a WARN, as before."""
   found = {}
   for bert_dir in sorted([*(FIXTURES / "mlcommons").glob("*/*/results/*/bert"),
-                          *(FIXTURES / "tinycorp-v4.1").glob("results/*/bert")]):
+                          *(FIXTURES / "tinycorp-v4.1").glob("results/*/bert"),
+                          *(FIXTURES / "tinycorp-v5.0").glob("results/*/bert")]):
     paths = sorted(bert_dir.glob("result_*.txt"))
     logs = [read_log(p) for p in paths]
     rows = check_copies(logs, {id(l): p.name for l, p in zip(logs, paths)}, bert_dir.parent.name, received=True)
     found[str(bert_dir.relative_to(FIXTURES))] = [(r.status, r.reason[:87]) for r in rows]
-  assert len(found) == 9, found
+  assert len(found) == 13, found
   assert {k: v for k, v in found.items() if v} == {"tinycorp-v4.1/results/tinybox_green/bert": [
     ("WARN", "result_3.txt and result_8.txt have the same 16 eval(s) (epoch_num and eval_accuracy, in")]}, found
 
