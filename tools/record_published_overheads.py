@@ -15,10 +15,12 @@ weights loaded: what a run spends once); `eval_s` = the median wall of the evals
 logged (EVAL_BS x the eval's batches). A system's figure is the median of its runs'.
 """
 from __future__ import annotations
-import argparse, json, statistics, sys
+import json, statistics, sys
 from pathlib import Path
 
-SYSTEMS = ("tinybox_green", "tinybox_red", "tinybox_8xMI300X")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from record_published_steps import published_runs  # noqa: E402 (the same trees, systems and command line)
+
 KEYS = ("init_s", "warmup_s", "eval_s")
 
 
@@ -44,19 +46,12 @@ def run_figures(path: Path) -> dict:
 
 
 def main() -> int:
-  ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  ap.add_argument("checkout", type=Path, help="a tree of training_results_v5.0 holding tinycorp/results/")
-  ap.add_argument("--commit", required=True, help="the training_results_v5.0 commit the tree is of")
-  ap.add_argument("--out", type=Path, required=True)
-  a = ap.parse_args()
+  a, system_runs = published_runs(__doc__, run_figures)
   out = {"source": "github:mlcommons/training_results_v5.0", "commit": a.commit,
          "recorded_by": "tools/record_published_overheads.py",
          "method": "per run: init_stop - init_start; the first interval less its steps plus the first eval less a "
                    "later one; the median later eval; a system: the median of its runs", "systems": {}}
-  for name in SYSTEMS:
-    logs = sorted((a.checkout / "tinycorp" / "results" / name / "bert").glob("result_*.txt"))
-    if not logs: sys.exit(f"{a.checkout}: no tinycorp/results/{name}/bert/result_*.txt")
-    runs = [run_figures(p) for p in logs]
+  for name, runs in system_runs.items():
     out["systems"][name] = {"global_batch_size": runs[0]["global_batch_size"], "eval_samples": runs[0]["eval_samples"],
                             **{k: round(statistics.median(r[k] for r in runs), 2) for k in KEYS},
                             **{f"{k}_range": [min(r[k] for r in runs), max(r[k] for r in runs)] for k in KEYS},

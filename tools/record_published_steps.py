@@ -34,19 +34,28 @@ def run_figures(path: Path) -> dict:
           "status": status, "steps_to_target": starts[-1] if status == "success" else None}
 
 
-def main() -> int:
-  ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def published_runs(doc: str, figures) -> tuple[argparse.Namespace, dict[str, list[dict]]]:
+  """A recorder's command line (a training_results_v5.0 tree, its commit, --out) and each system's runs, every log
+  read by `figures` (this tool's run_figures, or tools/record_published_overheads.py's)."""
+  ap = argparse.ArgumentParser(description=doc.splitlines()[0])
   ap.add_argument("checkout", type=Path, help="a tree of training_results_v5.0 holding tinycorp/results/")
   ap.add_argument("--commit", required=True, help="the training_results_v5.0 commit the tree is of")
   ap.add_argument("--out", type=Path, required=True)
   a = ap.parse_args()
-  out = {"source": "github:mlcommons/training_results_v5.0", "commit": a.commit,
-         "method": "median over eval intervals of (next eval_start - eval_stop) / steps between; median over runs",
-         "systems": {}}
+  runs = {}
   for name in SYSTEMS:
     logs = sorted((a.checkout / "tinycorp" / "results" / name / "bert").glob("result_*.txt"))
     if not logs: sys.exit(f"{a.checkout}: no tinycorp/results/{name}/bert/result_*.txt")
-    runs = [run_figures(p) for p in logs]
+    runs[name] = [figures(p) for p in logs]
+  return a, runs
+
+
+def main() -> int:
+  a, system_runs = published_runs(__doc__, run_figures)
+  out = {"source": "github:mlcommons/training_results_v5.0", "commit": a.commit,
+         "method": "median over eval intervals of (next eval_start - eval_stop) / steps between; median over runs",
+         "systems": {}}
+  for name, runs in system_runs.items():
     done = [r["steps_to_target"] for r in runs if r["steps_to_target"] is not None]
     out["systems"][name] = {"global_batch_size": runs[0]["global_batch_size"],
                             "step_ms": round(statistics.median(r["step_ms"] for r in runs), 1),
