@@ -44,6 +44,7 @@ def child() -> list[dict]:
   return json.loads(next(l for l in p.stdout.splitlines() if l.startswith("RESULT "))[7:])
 
 
+@pytest.mark.full  # the demo and every CI end-to-end run train with CPU_THREADS on (platforms/cpu); this compares off
 @pytest.mark.slow
 def test_threads_change_nothing_but_the_threads():
   off, on = child()
