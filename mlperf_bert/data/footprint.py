@@ -99,13 +99,16 @@ def check_extract_space(tarball: str | os.PathLike, dest: str | os.PathLike) -> 
   check_space({Path(dest).parent: need}, what=f"extracting {Path(tarball).name}", detail=how, shrink=SHRINK)
 
 
+def _text_bytes(text: str | os.PathLike) -> int | None:
+  """The size of a job's input text, or None where it is missing: that is left to the reader, whose error names it."""
+  p = Path(text)
+  return p.stat().st_size if p.is_file() else None
+
+
 def check_shard_space(text: str | os.PathLike, out: str | os.PathLike, *, max_seq_length: int,
                       max_predictions_per_seq: int, dupe_factor: int) -> None:
-  """A shard job, before it reads its text: the planned shard must fit where it goes. A missing text is left to the
-  reader, whose error names it."""
-  if not Path(text).is_file():
-    return
-  n = Path(text).stat().st_size
+  """A shard job, before it reads its text: the planned shard must fit where it goes."""
+  if (n := _text_bytes(text)) is None: return
   need = shard_bytes(n, max_seq_length, max_predictions_per_seq, dupe_factor)
   check_space({Path(out).parent: need}, what=f"the shard {Path(out).name}",
               detail=f"{human(n)} of text at {max_seq_length} / {max_predictions_per_seq}, dupe_factor {dupe_factor}: "
@@ -113,9 +116,7 @@ def check_shard_space(text: str | os.PathLike, out: str | os.PathLike, *, max_se
 
 
 def check_evalset_space(text: str | os.PathLike, out: str | os.PathLike, *, rows: int, max_seq_length: int) -> None:
-  """The evalset job, before it reads eval.txt (a missing text is left to the reader, whose error names it)."""
-  if not Path(text).is_file():
-    return
-  n = Path(text).stat().st_size
+  """The evalset job, before it reads eval.txt."""
+  if (n := _text_bytes(text)) is None: return
   check_space({Path(out).parent: evalset_bytes(n, rows, max_seq_length)}, what=f"the eval set {Path(out).name}",
               detail=f"{rows} rows from {human(n)} of eval text", shrink=SHRINK)
