@@ -1,16 +1,19 @@
 """rehearse=true: a platform's whole submission path on this machine's CPU, in minutes.
 
 A rehearsal keeps every setting of the platform (INIT_PROCESS, DEFAULT_FLOAT / SUM_DTYPE, LOSS_SCALER,
-FREE_INTERMEDIATE, PARALLEL, NUM_CPU_THREADS, EVAL_METRIC, CACHE_CLEAR, the LAMB settings, the INIT phase's steps)
+FREE_INTERMEDIATE, PARALLEL, NUM_CPU_THREADS, EVAL_METRIC, CACHE_CLEAR, the LAMB settings, the INIT phase's model)
 and changes only what a CPU cannot do in minutes (`REHEARSAL` below):
   * DEV=CPU, and the platform's GPUS as that many CPU devices, at most as many as the machine has cores (the
     capped count is said in the job's log);
   * the demo's model size (1 layer, hidden 128, 2 heads, intermediate 512) from a seeded random init, never the
     MLPerf checkpoint (it is BERT-large);
-  * BEAM 0 (no kernel search: BEAM=1 already searches every kernel of the step, minutes on a CPU);
+  * BEAM 0 (no kernel search: BEAM=1 already searches every kernel of the step, minutes on a CPU), and so at most
+    MAX_INIT_STEPS of the INIT phase's INIT_BENCHMARK_STEPS (the platform's 10 search kernels on the box; at BEAM 0
+    the steps after the third, which the JIT replays, repeat it);
   * a training batch of PER_DEVICE_BATCH rows per device (the platform's BERT-large batch would make a CPU step
-    take minutes); the platform's EVAL_BS, at most MAX_EVAL_PER_DEVICE rows per device (8xMI300X's 1024 would hold
-    1024 x 20 x 30522 logits) and rounded down to a multiple of the CPU devices, one eval batch an eval;
+    take minutes); an eval batch of the platform's rows per device (EVAL_BS / GPUS: 15 on tinybox_green), at most
+    MAX_EVAL_PER_DEVICE (8xMI300X's 128), on each CPU device, one eval batch an eval (green's 90 rows on 2 CPU
+    devices would be 45 a device, three times the box's, and an eval 9 s instead of 3 on 2 cores);
   * 12 steps with an eval every 4 (three evals), 2 warmup steps and the demo's learning rate 0.01, so the loss
     visibly falls within 12 steps (the platform's MLPerf rate for BERT-large at this batch is ~5e-5);
   * the division open (the log is not a closed-division result) and TARGET 1.0 (never reached: every eval runs);
@@ -28,7 +31,8 @@ from mlperf_bert.errors import UserError
 from mlperf_bert.train.settings import Settings
 
 PER_DEVICE_BATCH = 4
-MAX_EVAL_PER_DEVICE = 48
+MAX_EVAL_PER_DEVICE = 16
+MAX_INIT_STEPS = 3
 # the train job's Snakemake resources in a rehearsal (the platform's are a GPU box's: 60 GB on tinybox_green)
 RESOURCES = {"mem_mb": 4000, "runtime": 30}
 REHEARSAL: dict[str, Any] = {
@@ -56,9 +60,12 @@ def rehearsal_settings(platform: dict[str, Any], cpus: int | None = None) -> tup
   cpus = max(1, cpus if cpus is not None else (os.cpu_count() or 1))
   want = int(platform.get("GPUS") or 1)
   gpus = min(want, cpus)
-  eval_bs = max(gpus, min(int(platform.get("EVAL_BS") or gpus), MAX_EVAL_PER_DEVICE * gpus) // gpus * gpus)
+  per_device = max(1, min(int(platform.get("EVAL_BS") or want) // want, MAX_EVAL_PER_DEVICE))
+  eval_bs = per_device * gpus
   out = {**platform, **REHEARSAL, "GPUS": gpus, "BS": PER_DEVICE_BATCH * gpus, "EVAL_BS": eval_bs,
          "EVAL_SAMPLES": eval_bs}
+  if platform.get("INIT_BENCHMARK_STEPS"):
+    out["INIT_BENCHMARK_STEPS"] = min(int(platform["INIT_BENCHMARK_STEPS"]), MAX_INIT_STEPS)
   notes = []
   if gpus < want:
     notes.append(f"rehearsal: GPUS {want} -> {gpus} CPU devices (this machine has {cpus} cores)")

@@ -14,11 +14,11 @@ from mlperf_bert.errors import UserError
 from mlperf_bert.mlperf_log import REHEARSAL_KEY
 from mlperf_bert.train.hparams import load_platform, resolve
 from mlperf_bert.train.mllog import ResultLog
-from mlperf_bert.train.rehearsal import (MAX_EVAL_PER_DEVICE, PER_DEVICE_BATCH, REHEARSAL, check_overrides,
-                                         rehearsal_notes, rehearsal_settings)
+from mlperf_bert.train.rehearsal import (MAX_EVAL_PER_DEVICE, MAX_INIT_STEPS, PER_DEVICE_BATCH, REHEARSAL,
+                                         check_overrides, rehearsal_notes, rehearsal_settings)
 
 GPU_PROFILES = ["tinybox_green", "tinybox_red", "tinybox_8xMI300X", "dev_1gpu"]
-CHANGED = set(REHEARSAL) | {"GPUS", "BS", "EVAL_BS", "EVAL_SAMPLES"}
+CHANGED = set(REHEARSAL) | {"GPUS", "BS", "EVAL_BS", "EVAL_SAMPLES", "INIT_BENCHMARK_STEPS"}
 
 
 @pytest.mark.parametrize("platform", GPU_PROFILES)
@@ -31,8 +31,11 @@ def test_rehearsal_keeps_the_platform_but_device_size_and_length(platform, cpus)
   gpus = min(plat.get("GPUS", 1), cpus)
   assert got["DEV"] == "CPU" and got["GPUS"] == gpus and got["BEAM"] == 0 and got["SUBMISSION_DIVISION"] == "open"
   assert got["BS"] == PER_DEVICE_BATCH * gpus
-  # the platform's eval batch (at most MAX_EVAL_PER_DEVICE a device), one batch an eval
-  assert got["EVAL_BS"] == got["EVAL_SAMPLES"] == min(plat["EVAL_BS"], MAX_EVAL_PER_DEVICE * gpus) // gpus * gpus
+  # the platform's eval rows a device (at most MAX_EVAL_PER_DEVICE) on each CPU device, one batch an eval
+  per_device = {"tinybox_green": 15, "tinybox_red": 15, "tinybox_8xMI300X": MAX_EVAL_PER_DEVICE, "dev_1gpu": 8}[platform]
+  assert got["EVAL_BS"] == got["EVAL_SAMPLES"] == per_device * gpus
+  # the INIT phase's steps at most MAX_INIT_STEPS (BEAM 0 searches nothing): 10 -> 3, dev_1gpu's 3 kept
+  assert got["INIT_BENCHMARK_STEPS"] == min(plat["INIT_BENCHMARK_STEPS"], MAX_INIT_STEPS) == 3
   hp = resolve(got, seed=0, eval_examples=10000)
   assert hp.optimizer.train_steps // hp.eval.step_freq >= 3   # at least three evals
   assert hp.float_type == ("half" if plat.get("DEFAULT_FLOAT") == "HALF" else "float32")
