@@ -303,7 +303,8 @@ def test_blocked_decoder_is_the_plain_decoder(tiny):
 
 
 @pytest.mark.slow  # compiles a model's kernels or runs a real tool: tens of seconds on 2 cores
-@pytest.mark.parametrize("train", [False, True], ids=["eval", "training-with-dropout"])
+# the eval case (no dropout) is the training case's computation without its masks: a second compile of the same path
+@pytest.mark.parametrize("train", [pytest.param(False, marks=pytest.mark.full), True], ids=["eval", "training-with-dropout"])
 def test_last_layer_rows_same_outputs_and_dropout_masks(train):
   """LAST_LAYER_ROWS: the heads' outputs and every gradient equal the full computation's, with dropout on too
   (its masks are drawn for the whole layer and the used rows kept, so both consume the same random numbers)."""
