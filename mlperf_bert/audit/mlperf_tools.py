@@ -1,13 +1,12 @@
 """mlperf-logging's checkers (compliance, system description, RCP, result summarizer, package checker), called the way
 their `python -m` entry points call them, returning verdicts and one-line reasons."""
 from __future__ import annotations
-import contextlib, csv, functools, json, logging, os, re, subprocess, sys, tempfile
+import contextlib, csv, functools, importlib.util, json, logging, os, re, subprocess, sys, tempfile
 from pathlib import Path
 from typing import Iterator
 
 from mlperf_logging.benchmark_meta import get_allowed_benchmarks
 from mlperf_logging.compliance_checker import mlp_compliance
-from mlperf_logging.rcp_checker import rcp_checker
 from mlperf_logging.system_desc_checker import system_desc_checker
 
 from mlperf_bert.constants import RULESET
@@ -18,6 +17,17 @@ from mlperf_bert.audit.untrusted import MAX_COPY_BYTES, MAX_COPY_FILES, MAX_JSON
 # mlperf-logging's checkers, called the way their `python -m` entry points call them, returning verdicts + reasons
 # ----------------------------------------------------------------------------------------------------------------
 USAGE = "training"
+
+
+def _rcp_checker():
+  """mlperf-logging's rcp_checker module, imported when an RCP is read: it imports scipy.stats (~1 s), which every
+  `python -m mlperf_bert` process would otherwise pay at start."""
+  from mlperf_logging.rcp_checker import rcp_checker
+  return rcp_checker
+
+
+# the installed rcp_checker's folder (its RCP files), found without importing it
+_RCP_DIR = Path(importlib.util.find_spec("mlperf_logging.rcp_checker").submodule_search_locations[0])
 TOOL_TIMEOUT_S = 1800   # result_summarizer / package_checker on one org's copy (the largest published: ~40 s)
 
 
@@ -125,7 +135,7 @@ def system_desc_check(json_path: str | os.PathLike, ruleset: str = RULESET) -> t
 def has_rcps(ruleset: str) -> bool:
   """Whether the ruleset has BERT RCPs, its round's kept ones or the installed mlperf-logging's (its rcp_checker starts
   at training 1.0.0)."""
-  return _rcp_file(ruleset) is not None or (Path(rcp_checker.__file__).parent / f"{USAGE}_{ruleset}" /
+  return _rcp_file(ruleset) is not None or (_RCP_DIR / f"{USAGE}_{ruleset}" /
                                             "rcps_bert.json").is_file()
 
 
@@ -147,7 +157,7 @@ def rcp_max_speedup() -> float:
       try:
         kept = _rcp_file(r)
         with (open(kept) if kept else contextlib.nullcontext(None)) as f:
-          c = rcp_checker.RCP_Checker(USAGE, r, "bert", False, f)
+          c = _rcp_checker().RCP_Checker(USAGE, r, "bert", False, f)
       except Exception:  # an RCP file the installed checker cannot read bounds nothing
         continue
       top = max([top] + [x["Max Speedup"] for recs in (c.rcp_data, c.pruned_rcp_data) for x in recs.values()])
@@ -185,7 +195,7 @@ def rcp_scaling(bert_dir: str | os.PathLike, ruleset: str = RULESET) -> tuple[bo
       try:
         kept = _rcp_file(ruleset)
         with (open(kept) if kept else contextlib.nullcontext(None)) as f:
-          ok, msg, norm = rcp_checker.check_directory(str(bert_dir), USAGE, ruleset, False, train_samples,
+          ok, msg, norm = _rcp_checker().check_directory(str(bert_dir), USAGE, ruleset, False, train_samples,
                                                       rcp_file=f, rcp_pass="pruned_rcps")
       except Exception as e:
         ok, msg, norm = False, f"rcp_checker stopped: {type(e).__name__}: {e}", 1.0
