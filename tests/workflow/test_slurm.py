@@ -124,10 +124,12 @@ def _profile_with_fake_gpu(tmp: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def runs(cluster, tmp_path_factory):
+def runs(cluster, quick_kernels, tmp_path_factory):
   """Three Snakemake runs side by side (the node queues their jobs): the slice of the demo DAG from a 2-topic
   corpus built locally and as SLURM jobs, and the same slice (up to SHA256SUMS) from a copy with a corrupted topic
-  as SLURM jobs under --keep-going."""
+  as SLURM jobs under --keep-going. The jobs check SLURM's part, not kernels: the training job, which inherits this
+  environment through sbatch, lowers its kernels without optimizations (conftest's quick_kernels), and Snakemake's
+  status polls, 10 s further apart each round no job ended, notice its end sooner."""
   tmp = tmp_path_factory.mktemp("slurm-runs")
   corpus = make_corpus(tmp / "corpus", {t: demo_topic(i) for i, t in enumerate(TOPICS)})
   good, bad = demo_topic(2), bytearray(demo_topic(3))
