@@ -16,7 +16,7 @@ ORACLE = FIXTURES / "oracle"
 DEMO = ROOT / "resources" / "demo"
 
 # The longest test files, longest first (measured with --durations on 2 cores). scripts/test.sh runs each file on
-# one of four workers (--dist loadfile --no-loadscope-reorder) in collection order: starting with these keeps all
+# one of three workers (--dist loadfile --no-loadscope-reorder) in collection order: starting with these keeps all
 # workers busy to the end instead of leaving one on a long end-to-end file while the other idles.
 LONGEST_FIRST = [
   "workflow/test_end_to_end.py",      # the demo, its audits, the submission, two whitewashing reruns
