@@ -51,6 +51,14 @@ def main() -> int:
     bd = ", ".join(f"{k} {v:.0f}" for k, v in step.get("breakdown_ms", {}).items())
     print(f"{name:18s} {bs:>5d} {step['ms']:>10.1f} {step['low_ms']:>8.1f}-{step['high_ms']:<8.1f} "
           f"{meas if meas else '-':>9} {err} {src:>12.1f} {serr}  {bd}  ({how})")
+  if not a.answer:   # tinygrad's own step beside this project's, priced alike (tools/predict_tinygrad_step.py)
+    for path in sorted(STEPS.parent.glob("tinygrad-*.json")):
+      r = json.loads(path.read_text())
+      m = r["measured_step_ms"]
+      print(f"{r['platform']} BS {r['settings']['BS']}, tinygrad's own step at {r['tinygrad_commit'][:10]} on tinygrad "
+            f"{r['tinygrad_version']}: " + ", ".join(
+              f"{side} {st['step']['ms']:.1f} ms" + (f" ({100 * (st['step']['ms'] / m - 1):+.1f} % of {m})" if m else "")
+              for side, st in r["steps"].items()) + f"  ({path.name})")
   return 0
 
 

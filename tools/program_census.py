@@ -62,8 +62,9 @@ def _setup(platform: str, layers: int, sets: list[str]):
                       overrides=_parse_set(sets))
 
 
-def child_project(platform: str, layers: int, sets: list[str]) -> dict[str, Any]:
-  """This project's steps as the dress builds them: one train call and one eval call, each captured."""
+def child_project(platform: str, layers: int, sets: list[str], calls: bool = False) -> dict[str, Any]:
+  """This project's steps as the dress builds them: one train call and one eval call, each captured (with `calls`,
+  their calls for the cost model too)."""
   from mlperf_bert.train.dress import DEFAULT_BERT_CONFIG, export_environment
   setup = _setup(platform, layers, sets)
   export_environment(setup, os.environ)
@@ -79,12 +80,17 @@ def child_project(platform: str, layers: int, sets: list[str]) -> dict[str, Any]
   trainer = ModelTrainer(cfg, s, devices, seed=s.seed)
   trainer.train(fake_batch(s.batch_size, SEQ, PRED, cfg.vocab_size, rng))
   trainer.evaluate(fake_batch(s.eval.batch_size, SEQ, PRED, cfg.vocab_size, rng), np.ones(s.eval.batch_size, np.float32))
-  return {"devices": list(devices), "train": census(trainer.train_step), "eval": census(trainer.eval_step)}
+  out = {"devices": list(devices), "train": census(trainer.train_step), "eval": census(trainer.eval_step)}
+  if calls:
+    from mlperf_bert.train.dress.measure import call_records
+    out["calls"] = {"train": call_records(trainer.train_step), "eval": call_records(trainer.eval_step)}
+  return out
 
 
-def child_tinygrad(platform: str, layers: int, sets: list[str]) -> dict[str, Any]:
+def child_tinygrad(platform: str, layers: int, sets: list[str], calls: bool = False) -> dict[str, Any]:
   """tinygrad's train_step_bert and eval_step_bert (the checkout's examples, first on sys.path) on this project's
-  tinygrad, built as tools/dress_tinygrad.py builds them: two calls of each (plain, captured)."""
+  tinygrad, built as tools/dress_tinygrad.py builds them: two calls of each (plain, captured). With `calls`, each
+  captured step's calls for the cost model too (measure.py call_records, as a dress records this project's)."""
   from mlperf_bert.train.dress import export_environment
   setup = _setup(platform, layers, sets)
   export_environment(setup, os.environ)
@@ -133,8 +139,12 @@ def child_tinygrad(platform: str, layers: int, sets: list[str]) -> dict[str, Any
     e = batch(s.eval.batch_size)
     with Context(TRAINING=0): model_train.eval_step_bert(model, e["input_ids"], e["segment_ids"], e["input_mask"], e["masked_lm_positions"],
                                e["masked_lm_ids"], e["masked_lm_weights"], e["next_sentence_labels"], GPUS)
-  return {"devices": [Device.canonicalize(g) for g in GPUS], "train": census(train_step),
-          "eval": census(model_train.eval_step_bert)}
+  out = {"devices": [Device.canonicalize(g) for g in GPUS], "train": census(train_step),
+         "eval": census(model_train.eval_step_bert)}
+  if calls:
+    from mlperf_bert.train.dress.measure import call_records
+    out["calls"] = {"train": call_records(train_step), "eval": call_records(model_train.eval_step_bert)}
+  return out
 
 
 def placement(programs: dict[str, list], first_device: str) -> dict[str, str]:
@@ -164,6 +174,27 @@ def classify(project: dict[str, list], tinygrad: dict[str, list], first_device: 
       if k in other: r["common"] += 1
       else: r["own"].append(mine[k][0])
     out[side] = dict(sorted(rows.items()))
+  return out
+
+
+def run_side(checkout: Path, side: str, platform: str, layers: int, sets: list[str]) -> dict[str, Any]:
+  """One side's steps in a child process ("project" or "tinygrad"; "project-calls", "tinygrad-calls": with their
+  calls), tinygrad's with the checkout's examples/ and extra/ first on its path; exits naming the side when it fails."""
+  for sub in ("examples/mlperf/model_train.py", "extra"):
+    if not (checkout / sub).exists(): sys.exit(f"{checkout}: no {sub}; expected a tinygrad work tree (git archive of a commit)")
+  with tempfile.TemporaryDirectory(prefix="census-") as tmp:
+    for sub in ("examples", "extra"): os.symlink((checkout / sub).resolve(), Path(tmp) / sub)
+    env = {k: v for k, v in os.environ.items() if k not in ("DEV", "BEAM", "DEBUG", "USE_ATOMICS", "NOOPT")}
+    mine = side.startswith("project")
+    env["PYTHONPATH"] = str(REPO) if mine else f"{tmp}{os.pathsep}{REPO}"
+    t0 = time.monotonic()
+    p = subprocess.run([sys.executable, __file__, "--child", side, platform, str(layers), json.dumps(sets)],
+                       cwd=REPO if mine else tmp, env=env, capture_output=True, text=True)
+  line = [l for l in p.stdout.splitlines() if l.startswith("CENSUS ")]
+  if p.returncode or not line: sys.exit(f"the {side} side failed:\n{p.stderr[-4000:]}")
+  out = json.loads(line[0][7:])
+  print(f"{side}, {layers} layers: {len(out['train'])} train / {len(out['eval'])} eval programs "
+        f"({time.monotonic() - t0:.0f} s)", file=sys.stderr)
   return out
 
 
@@ -200,25 +231,9 @@ def main() -> int:
     record = json.loads(a.out.read_text())
     devices = max((v[2] for v in record["programs"]["project"]["train"].values()), key=len)   # an all-device program's
     return _write(a.out, {**record, "devices": devices, "diff": _diff(record["programs"], devices[0])})
-  for sub in ("examples/mlperf/model_train.py", "extra"):
-    if not (a.checkout / sub).exists(): sys.exit(f"{a.checkout}: no {sub}; expected a tinygrad work tree (git archive of a commit)")
-  sides = {}
-  with tempfile.TemporaryDirectory(prefix="census-") as tmp:
-    for sub in ("examples", "extra"): os.symlink((a.checkout / sub).resolve(), Path(tmp) / sub)
-    for side, path in (("project", str(REPO)), ("tinygrad", f"{tmp}{os.pathsep}{REPO}")):
-      if side == "tinygrad" and a.tinygrad_from:
-        sides[side] = _earlier_side(a.tinygrad_from, a, sides["project"]["devices"])
-        continue
-      env = {k: v for k, v in os.environ.items() if k not in ("DEV", "BEAM", "DEBUG", "USE_ATOMICS", "NOOPT")}
-      env["PYTHONPATH"] = path
-      t0 = time.monotonic()
-      p = subprocess.run([sys.executable, __file__, "--child", side, a.platform, str(a.layers), json.dumps(a.set)],
-                         cwd=tmp if side == "tinygrad" else REPO, env=env, capture_output=True, text=True)
-      line = [l for l in p.stdout.splitlines() if l.startswith("CENSUS ")]
-      if p.returncode or not line: sys.exit(f"the {side} side failed:\n{p.stderr[-4000:]}")
-      sides[side] = json.loads(line[0][7:])
-      print(f"{side}: {len(sides[side]['train'])} train / {len(sides[side]['eval'])} eval programs "
-            f"({time.monotonic() - t0:.0f} s)", file=sys.stderr)
+  sides = {"project": run_side(a.checkout, "project", a.platform, a.layers, a.set)}
+  sides["tinygrad"] = _earlier_side(a.tinygrad_from, a, sides["project"]["devices"]) if a.tinygrad_from else \
+                      run_side(a.checkout, "tinygrad", a.platform, a.layers, a.set)
   from importlib.metadata import version
   setup = _setup(a.platform, a.layers, a.set)
   s = setup.settings
@@ -252,6 +267,7 @@ if __name__ == "__main__":
   if sys.argv[1:2] == ["--child"]:
     side, platform, layers, sets = sys.argv[2], sys.argv[3], int(sys.argv[4]), json.loads(sys.argv[5])
     sys.path.insert(0, str(REPO))
-    res = (child_project if side == "project" else child_tinygrad)(platform, layers, sets)
+    res = (child_project if side.startswith("project") else child_tinygrad)(platform, layers, sets,
+                                                                             calls=side.endswith("-calls"))
     print("CENSUS " + json.dumps(res), flush=True)
   else: sys.exit(main())

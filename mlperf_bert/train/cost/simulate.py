@@ -8,7 +8,9 @@ captured graph's calls in their order (train/dress/measure.py `call_records`).
     copy before it in a ring) and after whatever last wrote its destination; it costs the copy engine's start and its
     bytes over the link between the two cards (tinygrad's ring all-reduce: n-1 scatter-reduce and n-1 all-gather
     transfers, each a peer-to-peer copy, plus an add kernel on the receiver);
-  - the host's time a step (the python step, the loss read back) comes first and does not overlap the GPU's.
+  - the host's time a step (the python step, the loss read back) comes first and does not overlap the GPU's; a kernel
+    on a device that is not one of the box's cards (tinygrad's own step cuts its batch on the host's CPU, a few
+    hundred kB) is taken as part of it: its outputs are ready when the host's time ends.
 
 The step ends when the last queue of any device is done. Copies before the step's first tensor-core kernel move the
 inputs (kind "copy"); the ones after it are the gradients' all-reduce (kind "allreduce").
@@ -60,6 +62,9 @@ def simulate(calls: list[dict], box: Box, devices: list[str] | None = None, host
       for j, d in enumerate(c["devices"]):
         deps = [ready[b] for b in c["ins"][j] + c["outs"][j] if b in ready]
         dep_t, dep_kind = max(deps, default=(0.0, "kernel"))
+        if d not in compute:       # the host's CPU: within the host's time
+          for b in c["outs"][j]: ready[b] = (max(host, dep_t), "kernel")
+          continue
         start = max(compute[d], dep_t)
         if start > compute[d] and dep_kind != "kernel":
           acct[d]["wait_allreduce" if dep_kind == "allreduce" else "wait_copies"] += start - compute[d]
