@@ -57,7 +57,7 @@ want="$(sha256sum pyproject.toml | cut -c1-16) [$extras]"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "setup: installing the package into .venv${extras:+ with extras [$extras]}" >&2
   .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-  # uv (from PyPI) installs what pip would, the same versions, in 45 s where pip takes 117 s (test,tf on 2 cores,
+  # uv (from PyPI) installs what pip would, the same versions, in 54 s where pip takes 117 s (test,tf on 2 cores,
   # empty caches, EPYC-1, 2026-12-07): it downloads, unpacks and compiles in parallel. pip's own settings that choose
   # wheels (find-links, constraint, index URLs) are handed to it; where uv cannot be had or fails, pip installs.
   # Every module's bytecode is compiled here, once: where PYTHONDONTWRITEBYTECODE is set (as on CI), Python would

@@ -68,6 +68,8 @@ def main() -> int:
   sys.path.insert(0, str(REPO))
   from importlib.metadata import version
   from mlperf_bert.train.dress import DEFAULT_BERT_CONFIG, config_depth
+  from mlperf_bert.fileio import atomic_path
+  from mlperf_bert.train.cost.band import step_band
   from mlperf_bert.train.dress.report import published
   census = _census()
   depths = [int(x) for x in a.layers.split(",")]
@@ -77,24 +79,21 @@ def main() -> int:
   s = setup.settings
   sides = {side: predict_side(census, a.checkout, side, a.platform, depths, a.set, setup.target, full)
            for side in ("tinygrad", "project")}
-  steps = json.loads((REPO / "resources" / "predicted" / "steps.json").read_text())
-  ours = next((p for p in steps["predictions"] if p["platform"] == a.platform and p["global_bs"] == s.batch_size), None)
+  ours = step_band(a.platform, s.batch_size)     # the dress's recorded prediction (resources/predicted/steps.json)
   pub = published(a.platform)
   record = {"schema": "mlperf-bert/tinygrad-step-prediction/1", "recorded_by": "tools/predict_tinygrad_step.py",
             "tinygrad_commit": a.commit, "tinygrad_version": version("tinygrad"), "platform": a.platform,
             "target": setup.target, "settings": census._settings(s), "layers": f"measured at {depths[0]} and "
             f"{depths[1]} layers, extrapolated linearly to {full}",
             "steps": {side: {k: v for k, v in r.items() if k != "calls"} for side, r in sides.items()},
-            "project_recorded_step_ms": ours["step_ms"] if ours else None,
+            "project_recorded_step_ms": ours.step_ms if ours else None,
             "measured_step_ms": pub["step_ms"] if pub and pub["global_batch_size"] == s.batch_size else None}
   if a.calls_out:
     a.calls_out.mkdir(parents=True, exist_ok=True)
     for side, r in sides.items():
       for n, c in r["calls"].items(): (a.calls_out / f"{side}-{n}.json").write_text(json.dumps(c))
   a.out.parent.mkdir(parents=True, exist_ok=True)
-  tmp = a.out.with_name(a.out.name + ".tmp")
-  tmp.write_text(json.dumps(record, indent=1) + "\n")
-  tmp.replace(a.out)
+  with atomic_path(a.out) as tmp: tmp.write_text(json.dumps(record, indent=1) + "\n")
   m = record["measured_step_ms"]
   for side, name in (("tinygrad", f"tinygrad's step at {a.commit[:10]}"), ("project", "this project's step")):
     st, ev = record["steps"][side]["step"], record["steps"][side]["eval_step"]

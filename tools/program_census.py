@@ -55,6 +55,16 @@ def census(jit) -> dict[str, list]:
   return out
 
 
+def _side(devices: list[str], train_jit, eval_jit, calls: bool) -> dict[str, Any]:
+  """A side's record: its devices and each captured step's programs (census), with `calls` their calls for the cost
+  model too (measure.py call_records, as a dress records this project's steps)."""
+  out = {"devices": devices, "train": census(train_jit), "eval": census(eval_jit)}
+  if calls:
+    from mlperf_bert.train.dress.measure import call_records
+    out["calls"] = {"train": call_records(train_jit), "eval": call_records(eval_jit)}
+  return out
+
+
 def _setup(platform: str, layers: int, sets: list[str]):
   from mlperf_bert.cli.common import _parse_set
   from mlperf_bert.train.dress import DEFAULT_BERT_CONFIG, config_depth, find_platform_file, set_up_dress
@@ -63,8 +73,8 @@ def _setup(platform: str, layers: int, sets: list[str]):
 
 
 def child_project(platform: str, layers: int, sets: list[str], calls: bool = False) -> dict[str, Any]:
-  """This project's steps as the dress builds them: one train call and one eval call, each captured (with `calls`,
-  their calls for the cost model too)."""
+  """This project's steps as the dress builds them: one train call and one eval call, each captured; `calls`: as
+  _side."""
   from mlperf_bert.train.dress import DEFAULT_BERT_CONFIG, export_environment
   setup = _setup(platform, layers, sets)
   export_environment(setup, os.environ)
@@ -80,17 +90,12 @@ def child_project(platform: str, layers: int, sets: list[str], calls: bool = Fal
   trainer = ModelTrainer(cfg, s, devices, seed=s.seed)
   trainer.train(fake_batch(s.batch_size, SEQ, PRED, cfg.vocab_size, rng))
   trainer.evaluate(fake_batch(s.eval.batch_size, SEQ, PRED, cfg.vocab_size, rng), np.ones(s.eval.batch_size, np.float32))
-  out = {"devices": list(devices), "train": census(trainer.train_step), "eval": census(trainer.eval_step)}
-  if calls:
-    from mlperf_bert.train.dress.measure import call_records
-    out["calls"] = {"train": call_records(trainer.train_step), "eval": call_records(trainer.eval_step)}
-  return out
+  return _side(list(devices), trainer.train_step, trainer.eval_step, calls)
 
 
 def child_tinygrad(platform: str, layers: int, sets: list[str], calls: bool = False) -> dict[str, Any]:
   """tinygrad's train_step_bert and eval_step_bert (the checkout's examples, first on sys.path) on this project's
-  tinygrad, built as tools/dress_tinygrad.py builds them: two calls of each (plain, captured). With `calls`, each
-  captured step's calls for the cost model too (measure.py call_records, as a dress records this project's)."""
+  tinygrad, built as tools/dress_tinygrad.py builds them: two calls of each (plain, captured); `calls`: as _side."""
   from mlperf_bert.train.dress import export_environment
   setup = _setup(platform, layers, sets)
   export_environment(setup, os.environ)
@@ -139,12 +144,7 @@ def child_tinygrad(platform: str, layers: int, sets: list[str], calls: bool = Fa
     e = batch(s.eval.batch_size)
     with Context(TRAINING=0): model_train.eval_step_bert(model, e["input_ids"], e["segment_ids"], e["input_mask"], e["masked_lm_positions"],
                                e["masked_lm_ids"], e["masked_lm_weights"], e["next_sentence_labels"], GPUS)
-  out = {"devices": [Device.canonicalize(g) for g in GPUS], "train": census(train_step),
-         "eval": census(model_train.eval_step_bert)}
-  if calls:
-    from mlperf_bert.train.dress.measure import call_records
-    out["calls"] = {"train": call_records(train_step), "eval": call_records(model_train.eval_step_bert)}
-  return out
+  return _side([Device.canonicalize(g) for g in GPUS], train_step, model_train.eval_step_bert, calls)
 
 
 def placement(programs: dict[str, list], first_device: str) -> dict[str, str]:
