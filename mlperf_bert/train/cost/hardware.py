@@ -73,8 +73,9 @@ RX_7900_XTX = CardSpec("RX 7900 XTX", units=96, clock_ghz=2.5, tc_tflops=122.8, 
 # mem_achievable: BabelStream on an MI300X (Azure/AI-benchmarking-guide Azure_Results/ND_MI300X_v5_results.md, "HBM
 # Bandwidth", read in github:samuel-bohman/AI-benchmarking-guide@3de0c294fd): Triad 4.09 TB/s of 5.3 = 0.772 (no
 # tinygrad gemv figure for the MI300X is published)
-MI300X_BEAM3_GEMM_TFLOPS = 325.0
-MI300X_TRIAD_GBPS = 4090.0
+MI300X_BEAM3_GEMM_TFLOPS = 325.0   # PR #9417, BEAM=3
+MI300X_TRIAD_GBPS = 4090.0         # BabelStream Triad, ND MI300X v5
+# the card: the data sheet's peaks, the shares of the two figures above
 MI300X = CardSpec("MI300X", units=304, clock_ghz=2.1, tc_tflops=1307.4, tc_tflops_f16acc=1307.4, vector_tflops=163.4,
               gbps=5300.0, tc_achievable=MI300X_BEAM3_GEMM_TFLOPS / 1307.4, mem_achievable=MI300X_TRIAD_GBPS / 5300.0,
               lanes=256, source="AMD Instinct MI300X data sheet; fractions: tinygrad PR #9417 (325 TFLOPS, BEAM=3), "
@@ -131,6 +132,9 @@ COPY_SETUP_US = 0.5
 # -> 9ms" a step on tinybox green; the loss is read back each step, so the host's time does not overlap the GPU's
 HOST_MS = 9.0
 
+# the two tinyboxes' factor (their geometric mean): the H200's, and what the MI300X's was before its shares had their
+# own sources (docs/benchmarks.md shows the MI300X with it; the model does not apply it there)
+TINYBOX_HELD_OUT = (547.0 / 646.0 * 380.6 / 435.8) ** 0.5
 # The one constant estimated from tinycorp's published runs (no public source gives it): how far a whole BERT step's
 # kernels fall short of the SPEED TEST's achievable rates, as measured / predicted of the model from sources alone
 # (docs/benchmarks.md shows both). Each system's is estimated LEAVING IT OUT: the green box's from the red box's v5.0
@@ -139,9 +143,6 @@ HOST_MS = 9.0
 # shares are not the speed test's (PR #9417's gemm, BabelStream), so the speed test's shortfall says nothing of them;
 # docs/benchmarks.md shows what the two tinyboxes' factor would make of it. resources/published/tinycorp-v5.0-bert.json
 # holds the measured steps; tools/record_step_predictions.py prints the source-only predictions they are divided by.
-# the two tinyboxes' factor (their geometric mean): the H200's, and what the MI300X's was before its shares had their
-# own sources (docs/benchmarks.md shows the MI300X with it; the model does not apply it there)
-TINYBOX_HELD_OUT = (547.0 / 646.0 * 380.6 / 435.8) ** 0.5
 HELD_OUT = {"CUDA:sm_89": 547.0 / 646.0, "AMDLLVM:gfx1100": 380.6 / 435.8, "AMDLLVM:gfx942": 1.0,
             "CUDA:sm_90": TINYBOX_HELD_OUT}
 
