@@ -25,6 +25,14 @@ With --dress F.json (the answer of `python -m mlperf_bert dress --platform P --j
 answer["cost"]["step"], or else the roofline floor) against this project's median step, the predicted INIT phase
 (answer["cost"]["init"]) against the INIT phase's wall time, each with measured / predicted; a dress of other settings
 (platform, GPUS, BS) is named in a warning line. Without --dress nothing of it is printed.
+
+With --rates, instead of the trainers: the step-time model's unknowns of the platform's card, measured by
+bench/device_rates.py with the checkout's tinygrad and the platform's settings (BEAM ...) on the default device, each
+beside the constant hardware.py gives the DRESS_TARGET's box: a gemm's share of the matrix peak (tc_achievable), the
+same gemm with TC=0 over the vector peak (the model runs non-tensor-core kernels at tc_achievable of it), a gemv's share
+of the bandwidth (mem_achievable) and the gap a kernel costs in a captured graph (launch_us). On a lent MI300X with the
+v5.0 code (git archive of branch mlperf_training_v5.0, --platform-file platforms/tinybox_8xMI300X/platform.yaml) it
+settles what docs/benchmarks.md names as the MI300X's missing terms.
 """
 from __future__ import annotations
 import argparse, json, os, re, statistics, subprocess, sys, tempfile, time
@@ -142,6 +150,37 @@ def prediction_lines(pred: dict, hp: dict, median_ms: float, init_s: float) -> l
   return out
 
 
+# bench/device_rates.py's sizes for --rates-small (a smoke run on the CPU); default: its own (gemm 8192, gemv 16384,
+# 256 kernels)
+SMALL_RATES = {"gemm": 256, "vector": 256, "gemv": 1024, "launch": 32}
+
+
+def rates(co: Path, hp: dict, knobs: dict, env: dict, timeout: int, small: bool = False) -> dict:
+  """bench/device_rates.py's figures with the checkout's tinygrad, each beside the model's constant (printed)."""
+  from mlperf_bert.train.cost.hardware import BOXES
+  box = BOXES.get(knobs.get("DRESS_TARGET"))
+  if box is None: sys.exit(f"device_check.py: --rates: the platform's DRESS_TARGET {knobs.get('DRESS_TARGET')} has no "
+                           f"box in mlperf_bert/train/cost/hardware.py BOXES ({', '.join(BOXES)})")
+  card, half = box.card, str(hp.get("SUM_DTYPE") or "").lower() == "half"
+  env = {**env, "PYTHONPATH": str(co), str(hp["DEV"]): "1"}   # tinygrad of 2025 picks its device by AMD=1 / NV=1
+  out = {}
+  for what, extra in (("gemm", {}), ("vector", {"TC": "0"}), ("gemv", {}), ("launch", {})):
+    text, _ = run(f"device_rates.py {what}", [sys.executable, str(REPO / "bench" / "device_rates.py"),
+                                              "gemm" if what == "vector" else what,
+                                              *(["--n", str(SMALL_RATES[what])] if small else [])], {**env, **extra}, co,
+                    timeout)
+    out[what] = float(text.split()[text.split().index("gemm" if what == "vector" else what) + 1])
+  peak = card.tc_tflops_f16acc if half else card.tc_tflops
+  print(f"{card.name}: gemm {out['gemm']:.1f} TFLOPS = {out['gemm'] / peak:.3f} of {peak}; the model's tc_achievable "
+        f"{card.tc_achievable:.3f}")
+  print(f"{card.name}: gemm on the vector units (TC=0) {out['vector']:.1f} TFLOPS = {out['vector'] / card.vector_tflops:.3f}"
+        f" of {card.vector_tflops}; the model runs non-tensor-core kernels at {card.tc_achievable:.3f} of it")
+  print(f"{card.name}: gemv {out['gemv']:.0f} GB/s = {out['gemv'] / card.gbps:.3f} of {card.gbps:.0f}; the model's "
+        f"mem_achievable {card.mem_achievable:.3f}")
+  print(f"{card.name}: a kernel in a captured graph {out['launch']:.2f} us; the model's launch gap {box.launch_us:.2f} us")
+  return out
+
+
 def main() -> None:
   ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   ap.add_argument("checkout", type=Path, help="a tinygrad work tree (e.g. git archive of e0139fa)")
@@ -155,6 +194,9 @@ def main() -> None:
   ap.add_argument("--json", type=Path, help="also write the figures as JSON here")
   ap.add_argument("--dress", type=Path, help="a dress answer (python -m mlperf_bert dress --json F.json): print its "
                   "prediction beside what this check measures")
+  ap.add_argument("--rates", action="store_true", help="only the model's card rates (bench/device_rates.py with the "
+                  "checkout's tinygrad) beside hardware.py's constants; no trainers")
+  ap.add_argument("--rates-small", action="store_true", help="--rates at small sizes (a smoke run on the CPU)")
   a = ap.parse_args()
   co = a.checkout.resolve()
   if not (co / "examples" / "mlperf" / "model_train.py").is_file():
@@ -173,6 +215,12 @@ def main() -> None:
         f"GPUS={hp['GPUS']} BS={hp['BS']} {hp['FLOAT']} BEAM={hp.get('BEAM')}; {a.steps} steps; seq {SEQ}, {PRED} predictions")
   base_env = {k: v for k, v in os.environ.items() if k not in ("BENCHMARK", "PYTHONPATH")}
   env = {**base_env, **tinygrad_env(settings), "PYTHONPATH": str(REPO)}
+  if a.rates:
+    res = {"machine": info, "accelerators": gpus_listed(), "platform_file": str(a.platform_file), "overrides": over,
+           "rates": rates(co, hp, load_platform(a.platform_file), env, a.timeout, a.rates_small),
+           "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    if a.json: a.json.write_text(json.dumps(res, indent=1) + "\n")
+    return
   with tempfile.TemporaryDirectory(prefix="device_check_") as tmp:
     tmp = Path(tmp)
     if a.shards: shards, ev = a.shards, a.eval

@@ -49,3 +49,25 @@ def test_device_check_refuses_a_size_tinygrad_has_not(tmp_path):
                      check=False)
   assert p.returncode != 0 and "only BERT_SIZE large" in p.stderr, p.stdout + p.stderr
   assert "== " not in p.stdout  # no side started
+
+
+def test_device_check_rates_prints_each_measured_rate_beside_the_model_s(tmp_path):
+  """--rates (--rates-small on the CPU): bench/device_rates.py's four figures with the checkout's tinygrad (here the
+  installed one, linked into a stand-in checkout), each beside the constant of the platform's box in hardware.py."""
+  import tinygrad
+  from mlperf_bert.train.cost.hardware import BOXES
+  (tmp_path / "examples" / "mlperf").mkdir(parents=True)
+  (tmp_path / "examples" / "mlperf" / "model_train.py").write_text("raise SystemExit('must not run')\n")
+  (tmp_path / "tinygrad").symlink_to(Path(tinygrad.__file__).parent)
+  out = tmp_path / "rates.json"
+  p = subprocess.run([sys.executable, str(REPO / "bench" / "device_check.py"), str(tmp_path), "--rates", "--rates-small",
+                      "--platform-file", str(REPO / "platforms" / "tinybox_8xMI300X" / "platform.yaml"),
+                      "--set", "DEV=CPU", "BEAM=0", "--json", str(out)], capture_output=True, text=True, timeout=600,
+                     check=False)
+  assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+  rates = json.loads(out.read_text())["rates"]
+  assert set(rates) == {"gemm", "vector", "gemv", "launch"} and all(v >= 0 for v in rates.values())
+  box = BOXES["AMDLLVM:gfx942"]
+  assert f"the model's tc_achievable {box.card.tc_achievable:.3f}" in p.stdout
+  assert f"the model's mem_achievable {box.card.mem_achievable:.3f}" in p.stdout
+  assert f"the model's launch gap {box.launch_us:.2f} us" in p.stdout and "must not run" not in p.stdout + p.stderr

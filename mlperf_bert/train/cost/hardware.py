@@ -2,9 +2,11 @@
 
 A card (`CardSpec`) is its published spec: compute units, clock, the dense fp16 rates of its tensor/matrix cores and of its
 vector units, memory bandwidth; `achievable` is the fraction of a peak that tinygrad's own kernels reach on it (after
-BEAM), from tinygrad's speed test test/external/speed_v_theoretical.py, which asserts per card the TFLOPS of a BEAM'd
-half gemm and the GB/s of a BEAM'd gemv. A box (`Box`) is its cards, the link between two of them and the host's time
-a step. Nothing here is fitted to the step times the model is checked against (docs/dress.md "What will it cost").
+BEAM): for the RTX 4090 and RX 7900 XTX from tinygrad's speed test test/external/speed_v_theoretical.py (per card the
+TFLOPS of a BEAM'd half gemm and the GB/s of a BEAM'd gemv), for the MI300X from tinygrad's own MI300X gemm figure at
+the BEAM its box ran and a published MI300X stream measurement. A box (`Box`) is its cards, the link between two of
+them, the gap its runtime leaves between two kernels and the host's time a step. Nothing here is fitted to the step
+times the model is checked against (docs/dress.md "What will it cost").
 """
 from __future__ import annotations
 from dataclasses import dataclass
@@ -62,13 +64,22 @@ RX_7900_XTX = CardSpec("RX 7900 XTX", units=96, clock_ghz=2.5, tc_tflops=122.8, 
                    source="AMD RX 7900 XTX spec sheet; " + SPEED_TEST)
 
 # AMD Instinct MI300X data sheet: 304 CUs, peak engine clock 2100 MHz, peak FP16 matrix 1307.4 TFLOPS (dense), FP16
-# vector 163.4 TFLOPS, 5.3 TB/s HBM3. tinygrad publishes no speed test for it: the achievable fractions are the
-# 7900 XTX's (the same AMD backend; an estimate, docs/dress.md says so and shows the error).
-# lanes: a CU has 4 SIMD16 running wave64 (AMD CDNA 3 instruction set architecture guide); the matrix rate is the same
-# with fp16 or fp32 accumulate (the data sheet states one FP16 matrix figure)
+# vector 163.4 TFLOPS, 5.3 TB/s HBM3. lanes: a CU has 4 SIMD16 running wave64 (AMD CDNA 3 instruction set architecture
+# guide). The matrix rate is the same with fp32 accumulate (the data sheet states one FP16 matrix figure; CDNA 3's fp16
+# MFMA, v_mfma_f32_16x16x16_f16, accumulates in fp32 only), which the v5.0 MI300X script ran (no SUM_DTYPE HALF).
+# tc_achievable: tinygrad PR #9417 "MI300 mfma support" (merged 5c56cac0a0, 2025-03-18; the 16x16x16 fp32-accumulate
+# MFMA tinygrad v5.0 shipped): a half gemm on the MI300X "190TFLOPS with hand-coded opts", "325TFLOPS with BEAM=3";
+# the box ran BEAM 3 (v5.0 run_and_time.sh) and the model prices BEAM'd kernels (kernel.py), so 325 / 1307.4 = 0.249.
+# mem_achievable: BabelStream on an MI300X (Azure/AI-benchmarking-guide Azure_Results/ND_MI300X_v5_results.md, "HBM
+# Bandwidth", read in github:samuel-bohman/AI-benchmarking-guide@3de0c294fd): Triad 4.09 TB/s of 5.3 = 0.772 (no
+# tinygrad gemv figure for the MI300X is published)
+MI300X_BEAM3_GEMM_TFLOPS = 325.0   # PR #9417, BEAM=3
+MI300X_TRIAD_GBPS = 4090.0         # BabelStream Triad, ND MI300X v5
+# the card: the data sheet's peaks, the shares of the two figures above
 MI300X = CardSpec("MI300X", units=304, clock_ghz=2.1, tc_tflops=1307.4, tc_tflops_f16acc=1307.4, vector_tflops=163.4,
-              gbps=5300.0, tc_achievable=65 / 122.8, mem_achievable=750 / 960, lanes=256,
-              source="AMD Instinct MI300X data sheet; fractions: the RX 7900 XTX's in " + SPEED_TEST)
+              gbps=5300.0, tc_achievable=MI300X_BEAM3_GEMM_TFLOPS / 1307.4, mem_achievable=MI300X_TRIAD_GBPS / 5300.0,
+              lanes=256, source="AMD Instinct MI300X data sheet; fractions: tinygrad PR #9417 (325 TFLOPS, BEAM=3), "
+                                 "BabelStream Triad on ND MI300X v5 (4.09 TB/s)")
 
 # NVIDIA H200 SXM data sheet: 132 SMs, 1980 MHz boost, 989.4 TFLOPS dense fp16 tensor, 4.8 TB/s HBM3e; the fractions
 # are the RTX 4090's (tinygrad publishes none for it): the device check measures them (bench/device_check.py).
@@ -106,29 +117,43 @@ H200_NVLINK_GBPS = 450.0
 # kernels launched back to back cost ~3.4 us each for a ~2.9 us kernel, ~0.5 us of gap a kernel; tinygrad's HCQ graph
 # writes its own command queue (tinygrad/runtime/graph/hcq.py) and is taken to be no slower
 LAUNCH_US = 0.5
+# The 8xMI300X box's runtime at v5.0 (tinygrad/runtime/ops_amd.py on branch mlperf_training_v5.0, AMDComputeQueue.exec,
+# which tinygrad's HCQ graph calls for every kernel): on a part with 8 XCCs each dispatch is an ACQUIRE_MEM, the
+# DISPATCH_DIRECT, a CS_PARTIAL_FLUSH (the kernel runs out), a RELEASE_MEM with the L2 written back and invalidated, an
+# ACQUIRE_MEM and a cross-XCC barrier (two ATOMIC_MEM adds and two WAIT_REG_MEM polls on uncached memory, all 8 XCCs
+# meeting). tinygrad PR #9783 "amd: faster xcc sync" (1798ce7e52, 2025-04-09, in v5.0) times that sequence around one
+# two-element kernel on an MI300X (test/test_hcq.py test_speed_exec_time, GPU timestamps before and after the exec):
+# "exec kernel time" 21.72, 21.00, 19.44 us (51.08, 51.40, 50.60 before it). Their mean is the gap a kernel costs on
+# that box; it holds the tiny kernel's own run (an upper figure by that much). No source splits it by command.
+MI300X_DISPATCH_US = (21.72 + 21.00 + 19.44) / 3
 # a copy-engine (SDMA / DMA) transfer's start: the same blog's graph gap, taken for a copy node too
 COPY_SETUP_US = 0.5
 # tinygrad commit ff05bff221 ("put bert data shard inside jit", examples/mlperf/model_train.py BERT): "python time 45ms
 # -> 9ms" a step on tinybox green; the loss is read back each step, so the host's time does not overlap the GPU's
 HOST_MS = 9.0
 
+# the two tinyboxes' factor (their geometric mean): the H200's, and what the MI300X's was before its shares had their
+# own sources (docs/benchmarks.md shows the MI300X with it; the model does not apply it there)
+TINYBOX_HELD_OUT = (547.0 / 646.0 * 380.6 / 435.8) ** 0.5
 # The one constant estimated from tinycorp's published runs (no public source gives it): how far a whole BERT step's
-# kernels fall short of the speed test's achievable rates, as measured / predicted of the model from sources alone
+# kernels fall short of the SPEED TEST's achievable rates, as measured / predicted of the model from sources alone
 # (docs/benchmarks.md shows both). Each system's is estimated LEAVING IT OUT: the green box's from the red box's v5.0
 # step (547.0 ms measured / 646.0 predicted from sources), the red box's from the green box's (380.6 / 435.8), the
-# MI300X's and the H200's from both (their geometric mean). resources/published/tinycorp-v5.0-bert.json holds the
-# measured steps; tools/record_step_predictions.py prints the source-only predictions they are divided by.
-HELD_OUT = {"CUDA:sm_89": 547.0 / 646.0, "AMDLLVM:gfx1100": 380.6 / 435.8,
-            "AMDLLVM:gfx942": (547.0 / 646.0 * 380.6 / 435.8) ** 0.5, "CUDA:sm_90": (547.0 / 646.0 * 380.6 / 435.8) ** 0.5}
+# H200's from both (their geometric mean: it borrows the 4090's speed-test shares). The MI300X has none (1.0): its
+# shares are not the speed test's (PR #9417's gemm, BabelStream), so the speed test's shortfall says nothing of them;
+# docs/benchmarks.md shows what the two tinyboxes' factor would make of it. resources/published/tinycorp-v5.0-bert.json
+# holds the measured steps; tools/record_step_predictions.py prints the source-only predictions they are divided by.
+HELD_OUT = {"CUDA:sm_89": 547.0 / 646.0, "AMDLLVM:gfx1100": 380.6 / 435.8, "AMDLLVM:gfx942": 1.0,
+            "CUDA:sm_90": TINYBOX_HELD_OUT}
 
-# each DRESS_TARGET's box: its card, the link between two cards (sources above), the launch gap, host time
+# each DRESS_TARGET's box: its card, the link between two cards (sources above), its runtime's launch gap, host time
 BOXES = {
   "CUDA:sm_89": Box(RTX_4090, GREEN_P2P_GBPS, "tinygrad open-gpu-kernel-modules README (P2P, 4090)", LAUNCH_US,
                     COPY_SETUP_US, HOST_MS, HELD_OUT["CUDA:sm_89"]),
   "AMDLLVM:gfx1100": Box(RX_7900_XTX, RED_P2P_GBPS, "PCIe 4.0 x16 x the green box's measured P2P share", LAUNCH_US,
                          COPY_SETUP_US, HOST_MS, HELD_OUT["AMDLLVM:gfx1100"]),
   "AMDLLVM:gfx942": Box(MI300X, MI300X_XGMI_GBPS, "MI300X data sheet: xGMI 64 GB/s a direction x the green's P2P share",
-                        LAUNCH_US, COPY_SETUP_US, HOST_MS, HELD_OUT["AMDLLVM:gfx942"]),
+                        MI300X_DISPATCH_US, COPY_SETUP_US, HOST_MS, HELD_OUT["AMDLLVM:gfx942"]),
   "CUDA:sm_90": Box(H200, H200_NVLINK_GBPS, "H200 data sheet: NVLink", LAUNCH_US, COPY_SETUP_US, HOST_MS,
                     HELD_OUT["CUDA:sm_90"]),
 }

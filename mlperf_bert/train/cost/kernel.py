@@ -2,8 +2,9 @@
 `call_records`): FLOPs and bytes (tinygrad's estimates), launch dimensions, the accumulate dtype of its tensor-core
 uops (None without), and a copy's bytes.
 
-A kernel runs at the card's achievable peak (hardware.py: a BEAM'd tinygrad gemm's share of the tensor-core peak, a
-BEAM'd gemv's share of the memory bandwidth) times how much of the card its launch fills:
+A kernel runs at the card's achievable peak (hardware.py, each card's sources: a BEAM'd tinygrad gemm's share of the
+tensor-core peak, a BEAM'd gemv's or a stream benchmark's share of the memory bandwidth) times how much of the card its
+launch fills:
   - waves: its blocks over the card's compute units, the last wave partly empty (wave quantization);
   - lanes: a unit issues on all its SIMDs only with `card.lanes` threads resident; fewer threads leave them idle.
 Time = max(FLOPs / compute rate, bytes / memory rate) + nothing else (the launch gap is the simulation's).

@@ -199,8 +199,10 @@ def format_table(r: dict[str, Any]) -> str:
   if step:
     lines.append(f"predicted train step (cost/ model, {step['sources']}): {step['ms']:.1f} ms, band "
                  f"{step['low_ms']:.1f}-{step['high_ms']:.1f} ms" + _beside(r, step["ms"]))
-    lines.append(f"  from sources alone {step['source_only_ms']:.1f} ms x {step['held_out']} (the other systems' "
-                 f"measured / predicted, HELD_OUT)" + _beside(r, step["source_only_ms"]))
+    if step["held_out"] != 1.0:
+      lines.append(f"  from sources alone {step['source_only_ms']:.1f} ms x {step['held_out']} (the other systems' "
+                   f"measured / predicted, HELD_OUT)" + _beside(r, step["source_only_ms"]))
+    else: lines.append("  from sources alone (no held-out factor for this card's rates, HELD_OUT in hardware.py)")
     lines.append("  " + ", ".join(f"{k} {v:.1f}" for k, v in step["breakdown_ms"].items()) + " ms; " + step["critical_path"])
   if r.get("published"):
     p = r["published"]
