@@ -32,8 +32,6 @@ class Filesystem:
   free: int      # bytes an unprivileged writer may still write
   total: int
   dev: int       # st_dev of the mount: folders with the same dev share the free bytes
-  inodes_free: int = -1   # files an unprivileged writer may still create (statvfs f_favail); -1: not counted
-  inodes_total: int = 0   # statvfs f_files; 0 where the filesystem does not count inodes (btrfs, some FUSE)
 
   def describe(self) -> str:
     kind = " ".join([self.fstype] * bool(self.fstype) + [self.source] * bool(self.source and self.source != self.fstype))
@@ -92,8 +90,7 @@ def filesystem_of(path: str | os.PathLike) -> Filesystem:
   p = _existing(Path(path))
   st = os.statvfs(p)
   mount, fstype, source = _mount_of(os.path.realpath(p))
-  return Filesystem(mount, fstype, source, st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize, os.stat(p).st_dev,
-                    inodes_free=st.f_favail if st.f_files else -1, inodes_total=st.f_files)
+  return Filesystem(mount, fstype, source, st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize, os.stat(p).st_dev)
 
 
 # what to do when a filesystem has no inodes left, named in each such line
@@ -104,7 +101,8 @@ INODE_FIX = ("delete files there (many small ones use up inodes, not bytes), or 
 def out_of_inodes(path: str | os.PathLike) -> str:
   """'' unless the filesystem of `path` (or its nearest existing folder) has no free inodes (statvfs f_favail, or
   f_ffree for root) though it counts them; else what to say of it: "its filesystem <mount> (tmpfs) has no free
-  inodes (all 64 used; 49.9 MB free)". Never raises: a filesystem it cannot ask is not said to be out of inodes."""
+  inodes (all 64 used; 49.9 MB free): no file can be created there". A filesystem that counts no inodes (f_files 0: btrfs, some FUSE) or that it
+  cannot ask is never said to be out of them."""
   try:
     p = _existing(Path(path))
     st = os.statvfs(p)
