@@ -205,8 +205,8 @@ def lock_basedir(basedir: str | os.PathLike, *, checkout: str | os.PathLike, arg
     f = open(path, "a+")
   except OSError as e:
     err = write_error(e, path)
-    raise UserError(f"basedir {basedir} cannot be written: {err or e.strerror or e}" +
-                    ("" if err else "; point the config's basedir at a folder this user can write, and rerun")) from None
+    fix = "" if err else "; point the config's basedir at a folder this user can write, and rerun"
+    raise UserError(f"basedir {basedir} cannot be written: {err or e.strerror or e}{fix}") from None
   try:
     fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
   except OSError:

@@ -101,8 +101,8 @@ INODE_FIX = ("delete files there (many small ones use up inodes, not bytes), or 
 def out_of_inodes(path: str | os.PathLike) -> str:
   """'' unless the filesystem of `path` (or its nearest existing folder) has no free inodes (statvfs f_favail, or
   f_ffree for root) though it counts them; else what to say of it: "its filesystem <mount> (tmpfs) has no free
-  inodes (all 64 used; 49.9 MB free): no file can be created there". A filesystem that counts no inodes (f_files 0: btrfs, some FUSE) or that it
-  cannot ask is never said to be out of them."""
+  inodes (all 64 used; 49.9 MB free): no file can be created there". A filesystem that counts no inodes (f_files 0:
+  btrfs, some FUSE) or that it cannot ask is never said to be out of them."""
   try:
     p = _existing(Path(path))
     st = os.statvfs(p)

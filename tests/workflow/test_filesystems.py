@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import mount_tmpfs, unmount
+from conftest import unmount
 from workflow_helpers import snakemake, write_config
 from mlperf_bert.errors import UserError
 
@@ -47,10 +47,6 @@ def _run(wd: Path, base: Path, *targets: str):
   wd.mkdir(parents=True, exist_ok=True)
   cfg = write_config(wd / "config.yaml", base)
   return snakemake(wd, "--cores", "1", *(str(base / t) for t in targets), configfile=cfg, check=False, timeout=300)
-
-
-def _error_lines(text: str) -> list[str]:
-  return [l for l in text.splitlines() if l.startswith("error: ") or "no free inodes" in l or "read-only" in l.lower()]
 
 
 def test_a_basedir_out_of_inodes_is_one_line_before_any_job(tmp_path):

@@ -42,7 +42,8 @@ class Grid:
 GRIDS = {
   # NVIDIA CUDA C++ Programming Guide, "Technical Specifications per Compute Capability": maximum x-dimension of a
   # grid of thread blocks 2^31-1, y- and z-dimension 65535 (every compute capability since 3.0)
-  "CUDA": Grid((2**31 - 1, 65535, 65535), "CUDA C++ Programming Guide, technical specifications per compute capability"),
+  "CUDA": Grid((2**31 - 1, 65535, 65535),
+               "CUDA C++ Programming Guide, technical specifications per compute capability"),
   # AMD HIP: tinygrad limits y and z to 65535 on every AMD target ("only really needed on gfx12, even though gfx11
   # reports the same limitation", HIPRenderer); x to 2^31-1
   "AMDLLVM": Grid((2**31 - 1, 65535, 65535), "tinygrad 0.14.0 renderer/cstyle.py HIPRenderer.global_max"),
