@@ -6,8 +6,10 @@
 stdout and stderr (Python's and the file descriptors, so tqdm and tinygrad output too) go to the log file.
 A UserError is written to the log and to the console, and the job exits non-zero, so Snakemake removes the
 job's outputs and reports the log; so is a write the disk refused that no writer turned into one line (an OSError
-ENOSPC, EDQUOT or EFBIG: fileio.write_error); any other exception keeps its traceback in the log. The log itself never
-stops a job: Python's writes to it that the disk refuses are dropped (and counted, in a warning on the console).
+ENOSPC, EDQUOT, EFBIG or EROFS: fileio.write_error, which tells a filesystem out of inodes from a full one); any other
+exception keeps its traceback in the log. The log itself never stops a job: Python's writes to it that the disk
+refuses are dropped (and counted, in a warning on the console); a log that cannot be opened at all is one line and
+exit 1 (out of inodes, a file of the basedir's inode reserve makes room for it: reserve_inodes).
 A warning the package raises (`warnings.warn`) is written to the log and to the console as one `warning: ...` line.
 
 A job never outlives its workflow: when the log lies in a basedir whose lock (logs/workflow.lock, held by the
@@ -135,6 +137,8 @@ def job_log(log_path: str | os.PathLike) -> Iterator[None]:
       fail(e)
     except OSError as e:
       full = write_error(e, Path(e.filename)) if e.errno in (*FULL, errno.EROFS) and e.filename else None
+      if full is None and e.errno == errno.ENOSPC and (inodes := out_of_inodes(log_path.parent)):
+        full = UserError(f"a write under {log_path.parent} failed: {e.strerror}: {inodes}; {INODE_FIX}")
       if full is None and e.errno in FULL:
         full = UserError(f"a write under {log_path.parent} failed: {e.strerror}; free space on that disk (or point "
                          "the config's basedir at a larger one) and rerun")
