@@ -191,6 +191,31 @@ def typed_config(config: dict[str, Any]) -> dict[str, Any]:
   return out
 
 
+OPERATIONAL = "x-operational"  # the schema annotation of a setting that changes no output (schemas/config.schema.yaml)
+
+
+def without_operational(config: Any, schema: dict[str, Any] | None = None) -> Any:
+  """A copy of `config` less every setting its schema (default schemas/config.schema.yaml) marks `x-operational: true`,
+  at any depth: how a run goes (space_check, the download bounds), never what it writes. The config a provenance
+  record holds (plan.py provenance_config, a compared param of rule provenance) and both sides of the audit's config
+  comparison go through this, so `--config space_check=false` reruns nothing and changes no verdict."""
+  schema = load_schema(CONFIG_SCHEMA) if schema is None else schema
+  if not isinstance(config, dict): return config
+  props = schema.get("properties", {})
+  return {k: without_operational(v, props[k]) if k in props else v for k, v in config.items()
+          if not (k in props and props[k].get(OPERATIONAL) is True)}
+
+
+def operational_keys(schema: dict[str, Any] | None = None, prefix: str = "") -> list[str]:
+  """The dotted names of the settings marked `x-operational: true` (for docs and messages)."""
+  schema = load_schema(CONFIG_SCHEMA) if schema is None else schema
+  out = []
+  for k, v in schema.get("properties", {}).items():
+    name = f"{prefix}{k}"
+    out += [name] if v.get(OPERATIONAL) is True else operational_keys(v, name + ".")
+  return out
+
+
 def _where(path) -> str:
   return ".".join(str(p) for p in path) or "(top level)"
 

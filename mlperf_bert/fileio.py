@@ -5,6 +5,7 @@ from pathlib import Path
 from typing import Iterator
 
 from mlperf_bert.errors import UserError
+from mlperf_bert.space import INODE_FIX, out_of_inodes
 
 # errors of writing that the user fixes on the machine (space, limits, permissions), not in the program
 _FIXES = {
@@ -63,11 +64,14 @@ def remove_stale_temps(folder: str | os.PathLike, prefix: str, suffix: str) -> l
 
 
 def write_error(e: OSError, path: Path) -> UserError | None:
-  """A one-line UserError for an OSError that the user fixes (disk full, quota, permissions), else None."""
+  """A one-line UserError for an OSError that the user fixes (disk full, out of inodes, quota, permissions), else
+  None."""
   fix = _FIXES.get(e.errno)
   if fix is None:
     return None
   why = e.strerror or os.strerror(e.errno)
+  if e.errno == errno.ENOSPC and (inodes := out_of_inodes(e.filename or path)):  # bytes free, no file can be made
+    why, fix = f"{why}: {inodes}", INODE_FIX
   other = e.filename and Path(e.filename) != path and not Path(e.filename).name.startswith(f".{path.name}.")
   if other:
     return UserError(f"{e.filename}: {why} (while writing {path}); {fix}")

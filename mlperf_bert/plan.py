@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from mlperf_bert.config import CONFIG_SCHEMA, check_basedir, check_seed_count, seeds_source, typed_config
-from mlperf_bert.config import validate_config
+from mlperf_bert.config import validate_config, without_operational
 from mlperf_bert.constants import platform_path
 from mlperf_bert.data import r2
 from mlperf_bert.data.download import MANIFEST
@@ -71,8 +71,9 @@ class WorkflowPlan:
   @property
   def provenance_config(self) -> dict[str, Any]:
     """The config a provenance record holds: no basedir (a record names files by their place in it) nor
-    tinygrad_source (a local checkout's path is never recorded; the record's `trainer` names the commit)."""
-    return {k: v for k, v in self.config.items() if k not in ("basedir", "tinygrad_source")}
+    tinygrad_source (a local checkout's path is never recorded; the record's `trainer` names the commit), nor an
+    operational setting (the schema's `x-operational: true`: space_check, download; config.without_operational)."""
+    return {k: v for k, v in without_operational(self.config).items() if k not in ("basedir", "tinygrad_source")}
 
   def settings(self, seed: int) -> Settings:
     """The training run's resolved settings for a seed."""

@@ -6,8 +6,10 @@
 stdout and stderr (Python's and the file descriptors, so tqdm and tinygrad output too) go to the log file.
 A UserError is written to the log and to the console, and the job exits non-zero, so Snakemake removes the
 job's outputs and reports the log; so is a write the disk refused that no writer turned into one line (an OSError
-ENOSPC, EDQUOT or EFBIG: fileio.write_error); any other exception keeps its traceback in the log. The log itself never
-stops a job: Python's writes to it that the disk refuses are dropped (and counted, in a warning on the console).
+ENOSPC, EDQUOT, EFBIG or EROFS: fileio.write_error, which tells a filesystem out of inodes from a full one); any other
+exception keeps its traceback in the log. The log itself never stops a job: Python's writes to it that the disk
+refuses are dropped (and counted, in a warning on the console); a log that cannot be opened at all is one line and
+exit 1 (out of inodes, a file of the basedir's inode reserve makes room for it: reserve_inodes).
 A warning the package raises (`warnings.warn`) is written to the log and to the console as one `warning: ...` line.
 
 A job never outlives its workflow: when the log lies in a basedir whose lock (logs/workflow.lock, held by the
@@ -16,12 +18,13 @@ it is free (Snakemake was killed, even with SIGKILL), the job says so in one lin
 train job's phase processes stop at their resumable point) and is killed if it has not ended 45 s later.
 """
 from __future__ import annotations
-import contextlib, fcntl, io, json, os, signal, socket, sys, threading, time, traceback, warnings
+import contextlib, errno, fcntl, io, json, os, signal, socket, sys, threading, time, traceback, warnings
 from pathlib import Path
 from typing import IO, Iterator
 
 from mlperf_bert.errors import UserError
 from mlperf_bert.fileio import FULL, atomic_path, write_error
+from mlperf_bert.space import INODE_FIX, out_of_inodes
 from mlperf_bert.urls import redact
 
 
@@ -50,10 +53,66 @@ def _tolerant(fd: int, like: IO) -> tuple[IO, _LogSink]:
                           errors=getattr(like, "errors", None) or "strict", line_buffering=True), sink
 
 
+def _open_log(log_path: Path) -> IO:
+  """The job log opened for appending (its folder made), or one `error:` line on stderr and SystemExit(1) when the
+  disk refuses it (full, out of inodes, read-only, not writable: fileio.write_error says which). Out of inodes, one
+  file of the basedir's inode reserve is deleted so that the log exists and holds the line: Snakemake creates a
+  failed job's missing log itself, and its own failure there is a traceback."""
+  try:
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    return open(log_path, "a", buffering=1)
+  except OSError as e:
+    err = write_error(e, log_path) or UserError(f"cannot open the job log {log_path}: {e.strerror or e}; check that "
+                                                 "its folder is writable and rerun")
+    if e.errno == errno.ENOSPC and release_reserved_inode(log_path):
+      try:
+        with open(log_path, "a") as f: f.write(f"error: {err}\n")
+      except OSError:
+        pass
+    print(f"error: {err}", file=sys.stderr, flush=True)
+    raise SystemExit(1) from None
+
+
+# Empty files the workflow's `onstart` hook keeps in the basedir (reserve_inodes): a job whose log cannot be created
+# on a filesystem out of inodes deletes one and creates its log in its place (job_log).
+INODE_RESERVE = Path("logs", "inode_reserve")
+RESERVED_INODES = 16  # more than the jobs a workstation runs at once (--cores): each failing job takes one
+
+
+def reserve_inodes(basedir: str | os.PathLike, n: int = RESERVED_INODES) -> int:
+  """Keep `n` empty files in <basedir>/logs/inode_reserve; returns how many there are. Best effort: a file the disk
+  refuses is not made (the basedir lock refused a filesystem with no inode left)."""
+  folder = Path(basedir) / INODE_RESERVE
+  try:
+    folder.mkdir(parents=True, exist_ok=True)
+    have = len(list(folder.iterdir()))
+    for i in range(have, n):
+      (folder / f"{i:02d}").touch()
+      have += 1
+  except OSError:
+    pass
+  return have if folder.is_dir() else 0
+
+
+def release_reserved_inode(path: str | os.PathLike) -> bool:
+  """Delete one file of the inode reserve of the basedir that holds `path` (the nearest <dir>/logs/inode_reserve
+  above it); False when there is none left."""
+  for d in Path(path).resolve().parents:
+    folder = d / INODE_RESERVE
+    if folder.is_dir():
+      for f in sorted(folder.iterdir()):
+        try:
+          f.unlink(); return True
+        except OSError:
+          continue
+      return False
+  return False
+
+
 @contextlib.contextmanager
 def job_log(log_path: str | os.PathLike) -> Iterator[None]:
   log_path = Path(log_path)
-  log_path.parent.mkdir(parents=True, exist_ok=True)
+  log_file = _open_log(log_path)
   console = os.fdopen(os.dup(2), "w")
   saved = os.dup(1), os.dup(2)
   sys.stdout.flush(); sys.stderr.flush()
@@ -67,7 +126,7 @@ def job_log(log_path: str | os.PathLike) -> Iterator[None]:
     raise SystemExit(1)
 
   shown, streams = warnings.showwarning, (sys.stdout, sys.stderr)
-  with open(log_path, "a", buffering=1) as f:
+  with log_file as f:
     os.dup2(f.fileno(), 1); os.dup2(f.fileno(), 2)
     (sys.stdout, out), (sys.stderr, err) = _tolerant(1, streams[0]), _tolerant(2, streams[1])
     warnings.showwarning = show
@@ -77,7 +136,9 @@ def job_log(log_path: str | os.PathLike) -> Iterator[None]:
     except UserError as e:
       fail(e)
     except OSError as e:
-      full = write_error(e, Path(e.filename)) if e.errno in FULL and e.filename else None
+      full = write_error(e, Path(e.filename)) if e.errno in (*FULL, errno.EROFS) and e.filename else None
+      if full is None and e.errno == errno.ENOSPC and (inodes := out_of_inodes(log_path.parent)):
+        full = UserError(f"a write under {log_path.parent} failed: {e.strerror}: {inodes}; {INODE_FIX}")
       if full is None and e.errno in FULL:
         full = UserError(f"a write under {log_path.parent} failed: {e.strerror}; free space on that disk (or point "
                          "the config's basedir at a larger one) and rerun")
@@ -138,10 +199,18 @@ LOCK_RECORD = Path("logs", "workflow.lock")
 
 def lock_basedir(basedir: str | os.PathLike, *, checkout: str | os.PathLike, argv: list[str]) -> IO:
   """Take <basedir>/logs/workflow.lock for this process and write who holds it; keep the returned file open for as
-  long as the run lasts. UserError (one line naming the lock and its holder) when another process holds it."""
+  long as the run lasts. UserError (one line naming the lock and its holder) when another process holds it, and
+  (one line, before any job) when the basedir cannot be written: read-only, not writable, full or out of inodes."""
   path = Path(basedir) / LOCK_RECORD
-  path.parent.mkdir(parents=True, exist_ok=True)
-  f = open(path, "a+")
+  if inodes := out_of_inodes(basedir):  # the lock file may exist already, but no job could make its log
+    raise UserError(f"basedir {basedir}: {inodes}; {INODE_FIX}")
+  try:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    f = open(path, "a+")
+  except OSError as e:
+    err = write_error(e, path)
+    fix = "" if err else "; point the config's basedir at a folder this user can write, and rerun"
+    raise UserError(f"basedir {basedir} cannot be written: {err or e.strerror or e}{fix}") from None
   try:
     fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
   except OSError:

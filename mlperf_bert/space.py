@@ -8,6 +8,10 @@ whose writes would not fit.
 A check groups the folders by filesystem and compares what each filesystem must take with its free bytes (those an
 unprivileged writer may use, statvfs f_bavail); not enough is a UserError naming the need, the free space, the
 filesystem, the knobs that shrink the need and the setting that writes anyway. Nothing is written by a check.
+
+A filesystem can also run out of inodes (files) with bytes to spare: a write then fails with the same ENOSPC "No space
+left on device". `out_of_inodes(path)` tells the two apart (statvfs f_favail, f_ffree), and every writer's one line
+says which: the space check, fileio.write_error (atomic writes), the job log (snakejob.job_log) and the basedir lock.
 """
 from __future__ import annotations
 import dataclasses, os
@@ -89,6 +93,30 @@ def filesystem_of(path: str | os.PathLike) -> Filesystem:
   return Filesystem(mount, fstype, source, st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize, os.stat(p).st_dev)
 
 
+# what to do when a filesystem has no inodes left, named in each such line
+INODE_FIX = ("delete files there (many small ones use up inodes, not bytes), or point the config's basedir at a "
+             "filesystem with more inodes (a tmpfs: mount -o remount,nr_inodes=<more>), and rerun")
+
+
+def out_of_inodes(path: str | os.PathLike) -> str:
+  """'' unless the filesystem of `path` (or its nearest existing folder) has no free inodes (statvfs f_favail, or
+  f_ffree for root) though it counts them; else what to say of it: "its filesystem <mount> (tmpfs) has no free
+  inodes (all 64 used; 49.9 MB free): no file can be created there". A filesystem that counts no inodes (f_files 0:
+  btrfs, some FUSE) or that it cannot ask is never said to be out of them."""
+  try:
+    p = _existing(Path(path))
+    st = os.statvfs(p)
+  except OSError:
+    return ""
+  free = st.f_ffree if os.geteuid() == 0 else st.f_favail
+  if not st.f_files or free > 0:
+    return ""
+  mount, fstype, source = _mount_of(os.path.realpath(p))
+  fs = Filesystem(mount, fstype, source, st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize, 0)
+  return (f"its filesystem {fs.describe()} has no free inodes (all {st.f_files:,} used; {human(fs.free)} free): "
+          "no file can be created there")
+
+
 def shortfalls(needs: Mapping[str | os.PathLike, int]) -> list[tuple[Filesystem, int, list[Path]]]:
   """(filesystem, bytes needed there, its folders) of every filesystem of `needs` ({folder: bytes}) whose free bytes
   are fewer than the sum of its folders' needs."""
@@ -104,6 +132,9 @@ def check_space(needs: Mapping[str | os.PathLike, int], *, what: str, detail: st
   """UserError (one line) when a filesystem of `needs` ({folder: bytes it will write}) has fewer free bytes than its
   folders need: `what` writes it, `detail` what it is made of, `shrink` the knobs that need less; the line names
   OVERRIDE too. Writes nothing."""
+  for folder in needs:  # bytes to spare but no inode: nothing can be created (the same ENOSPC as a full disk)
+    if why := out_of_inodes(folder):
+      raise UserError(f"no room for {what} in {folder}: {why}; {INODE_FIX}")
   short = shortfalls(needs)
   if not short:
     return

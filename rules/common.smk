@@ -19,7 +19,7 @@ from mlperf_bert.data.shard_header import VERSION as SHARD_FORMAT
 from mlperf_bert.errors import UserError
 from mlperf_bert.footprint import plan_footprint
 from mlperf_bert.plan import plan_workflow
-from mlperf_bert.snakejob import lock_basedir, record_command
+from mlperf_bert.snakejob import lock_basedir, record_command, reserve_inodes
 from mlperf_bert.train.hparams import rule_params, run_time_knobs
 from mlperf_bert.train.resources import train_gpus
 
@@ -65,16 +65,18 @@ def footprint_note(wildcards=None):
 # The command line of this Snakemake run, for the provenance records and the submission README: written once into
 # the basedir before the first job (never in a dry run); the jobs read it back (mlperf_bert.snakejob).
 # The basedir is locked first (logs/workflow.lock, held until this Snakemake process ends): another checkout's run
-# on the same basedir is refused, naming the lock's holder.
+# on the same basedir is refused, naming the lock's holder; a basedir that cannot be written (read-only, not
+# writable, full, out of inodes) is one line here, before any job.
 BASEDIR_LOCK = []
 
 
 onstart:
     try:
         BASEDIR_LOCK.append(lock_basedir(BASEDIR, checkout=REPO, argv=sys.argv))
+        record_command(BASEDIR, sys.argv)
+        reserve_inodes(BASEDIR)  # a job's log on a filesystem out of inodes takes one (snakejob.job_log)
     except UserError as e:
         raise WorkflowError(str(e))
-    record_command(BASEDIR, sys.argv)
 
 
 def B(*parts):

@@ -80,6 +80,7 @@ def check_provenance(audit: Audit, base: Path, log_path: Path, run_cfg: dict | N
   against `run_cfg`, the config of the log's run (run_config, which took `note` from the record; None: not compared);
   its git state."""
   from mlperf_bert.audit.provenance import read_provenance, relocatable, verify_provenance
+  from mlperf_bert.config import without_operational
   rel = str(log_path.relative_to(base))
   pp = provenance_path(log_path)
   if not pp.is_file():
@@ -103,8 +104,9 @@ def check_provenance(audit: Audit, base: Path, log_path: Path, run_cfg: dict | N
     audit.add("PASS", "provenance", rel, f"log and {len(results) - 1} input files match {pp.name} (md5, sha256)")
   if run_cfg is not None:
     # both sides relocatable: paths under the checkout, working directory or basedir compare by their place in it
-    recorded = dict(rec.get("config") or {})
-    now = relocatable(dict(run_cfg), repo_dir=workflow_dir, basedir=base, workdir=workdir)
+    # neither side's operational settings (space_check, download: the schema's `x-operational`), which change no output
+    recorded = without_operational(dict(rec.get("config") or {}))
+    now = without_operational(relocatable(dict(run_cfg), repo_dir=workflow_dir, basedir=base, workdir=workdir))
     # tinygrad_source is not recorded (a local path); the record's `trainer` names the verified commit instead
     for k in ("basedir", "tinygrad_source"): recorded.pop(k, None); now.pop(k, None)
     diffs = diff_config(recorded, now)

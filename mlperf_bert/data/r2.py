@@ -21,6 +21,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 from mlperf_bert.errors import UserError
 from mlperf_bert.fileio import atomic_path, copy_to_part
+from mlperf_bert.space import INODE_FIX, out_of_inodes
 from mlperf_bert.data.http import FetchPolicy, download_file, drop_stale_parts, finish_part, get_text, part_path
 from mlperf_bert.urls import has_credentials, redact
 
@@ -259,6 +260,8 @@ def one_line_os_errors(dest: Path):
 def download_write_error(e: OSError, dest: Path) -> UserError | None:
   """A one-line UserError for a full disk or a permission problem while writing `dest`; None for other errors."""
   where = e.filename or dest
+  if e.errno == errno.ENOSPC and (inodes := out_of_inodes(where)):  # bytes free, but no file can be created
+    return UserError(f"{redact(where)}: cannot write {dest.name} ({e.strerror}): {inodes}; {INODE_FIX}")
   if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
     return UserError(f"{redact(where)}: no space left to write {dest.name} ({e.strerror}); free space on that filesystem "
                      "or point basedir at a larger one, then rerun (a partial download resumes)")

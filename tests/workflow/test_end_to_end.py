@@ -161,6 +161,22 @@ def test_changed_config_key_fails_and_names_the_key(run):
   assert all(re.match(r"FAIL\s+(config|dry run)\s", l) for l in _fails(out)), _fails(out)
 
 
+def test_operational_settings_plan_nothing_and_pass_the_audit(run, tmp_path):
+  """space_check and the download bounds change no output (the schema's `x-operational`): given to a finished tree,
+  Snakemake plans nothing (no "Params have changed" of rule provenance); a tree whose records were made with them
+  (its provenance re-recorded under them) passes the plain audit, its config and dry-run rows included."""
+  given = ["space_check=false", "download={stall_s: 7, deadline_s: 600}"]
+  r = snakemake(run.wd, "-n", "--config", *given, configfile=run.cfg)
+  assert "Nothing to be done" in r.stdout + r.stderr, (r.stdout + r.stderr)[-3000:]
+  c = _copy(run, tmp_path / "quiet")
+  snakemake(c.wd, "--cores", "2", "--forcerun", "provenance", "--config", *given, configfile=c.cfg)
+  for rec in c.base.glob(f"results/{PLATFORM}/*.provenance.json"):
+    assert not {"space_check", "download"} & set(json.loads(rec.read_text())["config"]), rec
+  rc, out = c.audit()
+  assert rc == 0 and not _fails(out), out
+  assert re.search(r"PASS\s+config\s+", out) and re.search(r"PASS\s+dry run\s+.*nothing to be done", out), out
+
+
 def test_moved_tree_and_copied_checkout_plan_nothing_and_pass_the_audit(run, tmp_path):
   """A finished tree handed over: its working directory (config, basedir, .snakemake) moved elsewhere, then run
   from another copy of the checkout. Nothing may name where either was: Snakemake plans no job, the audit passes."""

@@ -183,3 +183,19 @@ def test_bad_settings_are_one_line(changes, start, words):
   with pytest.raises(UserError) as e:
     make_plan(_config(**changes), REPO)
   assert str(e.value).startswith(start) and words in str(e.value) and "\n" not in str(e.value)
+
+
+def test_operational_settings_are_no_part_of_the_recorded_config():
+  """space_check and the download bounds (the schema's `x-operational: true`) change no output: the config a
+  provenance record holds (a compared param of rule provenance) is the same with or without them, and the audit's
+  comparison drops them on both sides (an older record that holds them still compares equal)."""
+  from mlperf_bert.config import operational_keys, without_operational
+  assert operational_keys() == ["download", "space_check"]
+  plain = make_plan(_config(), REPO)
+  quiet = make_plan(_config(space_check=False, download={"stall_s": 5}), REPO)
+  assert quiet.space_check is False and quiet.download["stall_s"] == 5  # the jobs still get them (uncompared params)
+  assert quiet.provenance_config == plain.provenance_config
+  assert "space_check" not in quiet.provenance_config and "download" not in quiet.provenance_config
+  assert without_operational({**_config(), "space_check": False}) == without_operational(_config())
+  # what changes an output stays: the preprocessing, seeds, train overrides
+  assert without_operational(_config(seeds=[1]))["seeds"] == [1]

@@ -4,7 +4,8 @@
     setup = set_up_dress(platform_file, bert_layers=24, layers=None, overrides={"BS": 72})  # checks only
 
 One module a job: compilers.py finds the target's compiler, setup.py checks every input and resolves the settings
-(DressSetup), run.py exports the environment and runs the dress, measure.py measures the steps (it imports tinygrad),
+(DressSetup), bounds.py refuses a setting that cannot fit by far or cannot be launched (before the capture), run.py
+exports the environment and runs the dress, measure.py measures the steps (it imports tinygrad),
 report.py summarizes and formats the answer, timeline.py follows a step's memory on one device.
 
 tinygrad 0.14's NULL device with a target (DEV=NULL:CUDA:sm_89, tinygrad/helpers.py `Target`, runtime/ops_null.py)
@@ -24,4 +25,5 @@ from mlperf_bert.train.dress.compilers import (COMPILER_SOURCES, Compiler, debia
                                                parse_target, wheel_nvrtc)
 from mlperf_bert.train.dress.setup import (DEFAULT_BERT_CONFIG, DressSetup, config_depth, parse_layers,  # noqa: F401
                                           find_platform_file, parse_pair, set_up_dress)
+from mlperf_bert.train.dress.bounds import check_dress_bounds, dress_refusal  # noqa: F401
 from mlperf_bert.train.dress.run import dress_files, export_environment, run_dress  # noqa: F401

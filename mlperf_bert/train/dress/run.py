@@ -11,6 +11,7 @@ import dataclasses, json, os, sys
 from typing import Any, MutableMapping
 
 from mlperf_bert.errors import UserError
+from mlperf_bert.train.dress.bounds import check_dress_bounds
 from mlperf_bert.train.dress.setup import DEFAULT_PAIR, PRED, SEQ, DressSetup, config_depth, set_up_dress
 from mlperf_bert.train.environment import export_tinygrad_env
 
@@ -32,6 +33,9 @@ def dress_files(platform_file: str | os.PathLike, bert_config: str | os.PathLike
   train and the INIT phase are added (train/cost/answer.py)."""
   setup = set_up_dress(platform_file, config_depth(bert_config), layers=layers, pair=pair, overrides=overrides,
                     on_cpu=on_cpu)
+  # a setting that cannot fit by far, or cannot be launched, is refused here in seconds (bounds.py), not after minutes
+  check_dress_bounds(setup.settings, bert_config, setup.target, where=f"{setup.platform} on {setup.target}",
+                     layers=setup.full_depth if len(setup.depths) > 1 else setup.depths[0])
   if "tinygrad" in sys.modules:
     raise UserError("the dress must export its tinygrad settings before tinygrad is imported, but this process "
                     "imported it already; run python -m mlperf_bert dress")
