@@ -5,13 +5,13 @@ for its DRESS_TARGET (the real renderer), and a sample of those candidates compi
 (search.py `_try_compile`: get_optimized_ast + to_program, the target's real compiler: nvrtc for CUDA:sm_89, LLVM 19
 for AMDLLVM targets). mlperf_bert/train/cost/init.py prices every search from the record.
 
-    python tools/record_beam_samples.py --platform tinybox_green --out tests/fixtures/beam-samples/tinybox_green.json
+    python tools/record_beam_samples.py --platform tinybox_green --out resources/beam-samples/tinybox_green.json
 
 A kernel of a kind (all-reduce: the ring's chunk add; matmul: the layers' and the attention's gemms; other: layernorm,
 softmax, GELU, an optimizer update) records: its round-1 candidates (the actions that apply to the unoptimized kernel,
 as beam_search's first round builds them), its round-2 candidates (the actions of BEAM=8 of those, drawn at random: the
 search keeps its 8 fastest, which this machine cannot time), the seconds get_kernel_actions took a parent (serial, in
-the search's own process), and the CPU seconds a sampled candidate's compile took (a worker's; failures included, as a
+the search's own process), and the CPU seconds a sampled candidate's compile took (and of candidates down a random chain of rounds 3 to 6) (a worker's; failures included, as a
 worker spends them; CPU seconds, not wall: the machine is shared), what the search's own process spends a candidate
 on the pool's pickles and on a candidate's three timed runs' host side (on NULL, where a run takes no time), and a
 pool worker's start (a fresh interpreter's imports). Nothing is timed on a GPU.
@@ -45,7 +45,10 @@ def kernels(rows: int, hidden: int = 1024, ffn: int = 4096, heads: int = 16, seq
   ]
 
 
-def sample(target: str, rows: int, gpus: int, per_kernel: int, seed: int) -> dict:
+DEEPEST = 6
+
+
+def sample(target: str, rows: int, gpus: int, per_kernel: int, seed: int, deep: int = 2) -> dict:
   from tinygrad.helpers import Context
   import tinygrad.codegen as cg
   from tinygrad.codegen.opt.postrange import Scheduler, args_from_ast
@@ -91,13 +94,27 @@ def sample(target: str, rows: int, gpus: int, per_kernel: int, seed: int) -> dic
           t = time.process_time()
           search._time_program(res[0], var_vals, rawbufs, cnt=3)
           host.append(round(time.process_time() - t, 4))
+      # deeper rounds: a random chain down from a round-2 candidate, `deep` candidates compiled a depth (3 to
+      # DEEPEST): their opts pile up (UPCAST/UNROLL up to BEAM_UPCAST_MAX), their code and its compile grow
+      deep_s: dict[str, list[float]] = {}
+      node = rng.choice(r2) if r2 else None
+      for depth in range(3, DEEPEST + 1):
+        kids = list(search.get_kernel_actions(node, include_0=False).values()) if node is not None else []
+        if not kids: break
+        for c in rng.sample(kids, min(deep, len(kids))):
+          t = time.process_time()
+          search._try_compile((0, c))
+          deep_s.setdefault(str(depth), []).append(round(time.process_time() - t, 4))
+        node = rng.choice(kids)
       out.append({"kind": kind, "label": f"{label} ({j + 1}/{len(seen)})" if len(seen) > 1 else label,
                   "shape": [int(x) for x in k.full_shape], "round1_candidates": len(r1),
                   "round2_candidates": len(r2), "round2_parents": len(parents),
                   "actions_s_per_parent": round((act_s + act2_s * len(parents)) / (1 + len(parents)), 4),
-                  "compile_s": comp, "ipc_s": ipc, "timing_host_s": host, "compiled_ok": ok})
+                  "compile_s": comp, "ipc_s": ipc, "timing_host_s": host, "compiled_ok": ok,
+                  "deep_compile_s": deep_s})
       print(f"{target} {kind:10s} {out[-1]['label']:40s} r1 {len(r1):4d} r2 {len(r2):5d} "
-            f"compile {statistics.mean(comp) if comp else 0:.3f} s (n={len(comp)})", file=sys.stderr, flush=True)
+            f"compile {statistics.mean(comp) if comp else 0:.3f} s (n={len(comp)}), deeper "
+            f"{ {d: round(statistics.mean(v), 3) for d, v in deep_s.items()} }", file=sys.stderr, flush=True)
   return {"kernels": out}
 
 

@@ -16,8 +16,9 @@ limit (closed: init < 30 min; constants.INIT_LIMIT_MIN). Every term and its sour
   process), its candidates' compiles (a worker pool of PARALLEL = the host's CPU threads, imap_unordered) and their
   timed runs and the pool's pickles (serial, overlapping the compiles: RUNS runs a candidate at the test size, each at
   the step-time model's time plus RUN_OVERHEAD_US on the GPU, their host side sampled on NULL).
-  Candidates a round, a parent's expansion and a compile's CPU seconds are SAMPLED by kind on this machine with the
-  target's real compiler (tools/record_beam_samples.py, tests/fixtures/beam-samples/<platform>.json); their standard
+  Candidates a round, a parent's expansion and a compile's CPU seconds (rounds 1-2, and rounds 3-6 down random
+  chains: a deeper candidate's piled-up opts make more code) are SAMPLED by kind on this machine with the
+  target's real compiler (tools/record_beam_samples.py, resources/beam-samples/<platform>.json); their standard
   errors make the band.
 - **Rounds**: the step-time model gives the kernel's unoptimized time (one thread a block, no tensor cores: where the
   search starts) and its BEAM'd time; each round closes the gap by ROUND_GAIN (the median amount of tinygrad's action
@@ -37,7 +38,7 @@ from mlperf_bert.constants import INIT_LIMIT_MIN
 from mlperf_bert.train.cost.hardware import BOXES
 from mlperf_bert.train.cost.kernel import kernel_time
 
-SAMPLES_DIR = Path(__file__).resolve().parents[3] / "tests" / "fixtures" / "beam-samples"
+SAMPLES_DIR = Path(__file__).resolve().parents[3] / "resources" / "beam-samples"
 KINDS = ("all-reduce", "matmul", "other")
 # tinygrad search.py (e0139fa and 0.14): getenv("BEAM_MIN_PROGRESS", 0.01) microseconds; _time_program(cnt=3,
 # max_global_size=65536): three timed runs a candidate, a launch over 65,536 blocks timed shrunk and scaled back
@@ -129,6 +130,7 @@ class KindCost:
   round1_se: float
   per_parent_se: float
   n: int                 # compiles sampled
+  deeper_s: tuple[float, ...] = ()   # CPU s a candidate's compile in rounds 3, 4, ... (sampled down random chains)
 
 
 def load_samples(target: str, path: Path | None = None) -> tuple[dict[str, KindCost], dict[str, Any]]:
@@ -147,17 +149,20 @@ def load_samples(target: str, path: Path | None = None) -> tuple[dict[str, KindC
       pp = [k["round2_candidates"] / k["round2_parents"] for k in ks if k["round2_parents"]]
       se = lambda xs: statistics.stdev(xs) / math.sqrt(len(xs)) if len(xs) > 1 else 0.0
       spawn = statistics.median(rec.get("worker_spawn_s") or [0.0]) / TASKS_PER_WORKER
+      depths = sorted({int(d) for k in ks for d in k.get("deep_compile_s", {})})
+      deeper = tuple(statistics.mean(x for k in ks for x in k["deep_compile_s"].get(str(d), [])) + spawn for d in depths)
       out[kind] = KindCost(statistics.mean(r1), statistics.mean(pp) if pp else 0.0,
                            statistics.mean(k["actions_s_per_parent"] for k in ks), statistics.mean(comp) + spawn,
                            se(comp), (statistics.mean(ipc) if ipc else 0.0) + (statistics.mean(host) if host else 0.0),
-                           se(r1), se(pp), len(comp))
+                           se(r1), se(pp), len(comp), deeper)
     return out, rec
   raise FileNotFoundError(f"{SAMPLES_DIR}: no BEAM sample record of {target}; run tools/record_beam_samples.py "
                           f"--platform <platform of {target}> --out {SAMPLES_DIR}/<platform>.json")
 
 
-def search_seconds(p: Program, cost: KindCost, target: str, beam: BeamSettings) -> tuple[float, int]:
-  """One search's seconds on the box and its rounds (module docstring: rounds, candidates, compiles, timed runs)."""
+def search_seconds(p: Program, cost: KindCost, target: str, beam: BeamSettings) -> tuple[float, int, float]:
+  """One search's seconds on the box, its rounds and its candidates (module docstring: rounds, candidates, compiles,
+  timed runs)."""
   card = BOXES[target].card
   best = kernel_time(card, p.flops, p.nbytes, p.global_size, p.local_size, p.tc).ms * 1e3            # us, BEAM'd
   threads = math.prod(p.global_size) * (math.prod(p.local_size) if p.local_size else 1)
@@ -165,18 +170,22 @@ def search_seconds(p: Program, cost: KindCost, target: str, beam: BeamSettings) 
   blocks = max(1, math.prod(p.global_size))
   shrink = min(1.0, TEST_GLOBAL_MAX / blocks)       # the test launch's share of the kernel (timed, then scaled)
   workers = HOST_CORES[target] / CPU_FACTOR
-  total, rounds, now, parents = 0.0, 0, start, 1.0
+  total, rounds, now, parents, tried = 0.0, 0, start, 1.0, 0.0
   while True:
     rounds += 1
     n = cost.round1 if rounds == 1 else parents * cost.per_parent
     if n <= 0: break
+    tried += n
     after = best + (start - best) / ROUND_GAIN ** rounds
     timed = n * (RUNS * (now * shrink + RUN_OVERHEAD_US)) / 1e6
     serial = n * cost.ipc_s * CPU_FACTOR + timed
-    total += parents * cost.actions_s * CPU_FACTOR + max(n * cost.compile_s / workers, serial)
+    # a candidate of round 3 on compiles as that round's sampled chains did (the deepest sampled beyond them)
+    each = cost.compile_s if rounds <= 2 or not cost.deeper_s else cost.deeper_s[min(rounds - 3, len(cost.deeper_s) - 1)]
+    compile_wall = max(n * each / workers, each) * CPU_FACTOR       # a round waits for at least one compile
+    total += parents * cost.actions_s * CPU_FACTOR + max(compile_wall, serial)
     if after < beam.min_progress_us or (rounds > 1 and now - after < beam.min_progress_us): break
     now, parents = after, min(float(beam.width), n)
-  return total, rounds
+  return total, rounds, tried
 
 
 def predict_init(train_calls: list[dict[str, Any]], eval_calls: list[dict[str, Any]], target: str, beam: BeamSettings,
@@ -193,18 +202,22 @@ def predict_init(train_calls: list[dict[str, Any]], eval_calls: list[dict[str, A
   for sign, name in ((0, "minutes"), (-2, "low_minutes"), (2, "high_minutes")):
     by = {k: 0.0 for k in KINDS}
     rounds = {k: [] for k in KINDS}
+    tried = 0.0
     for p in found:
       c = costs[p.kind]
+      f = 1 + sign * c.compile_se / c.compile_s if c.compile_s else 1.0   # the compile sample's relative error
       c = KindCost(max(0.0, c.round1 + sign * c.round1_se), max(0.0, c.per_parent + sign * c.per_parent_se),
-                   c.actions_s, max(0.0, c.compile_s + sign * c.compile_se), 0, c.ipc_s, 0, 0, c.n)
-      s, r = search_seconds(p, c, target, beam) if beam.width else (0.0, 0)
+                   c.actions_s, c.compile_s * f, 0, c.ipc_s, 0, 0, c.n, tuple(x * f for x in c.deeper_s))
+      s, r, t = search_seconds(p, c, target, beam) if beam.width else (0.0, 0, 0.0)
       by[p.kind] += s
       rounds[p.kind].append(r)
+      tried += t
     minutes = (sum(by.values()) + outside_s * CPU_FACTOR) / 60
     out[name] = round(minutes, 1)
     if sign == 0:
       out["by_kind_min"] = {k: round(v / 60, 1) for k, v in by.items()}
       out["mean_rounds"] = {k: round(statistics.mean(v), 1) if v else 0 for k, v in rounds.items()}
+      out["candidates"] = round(tried)
   limit = INIT_LIMIT_MIN[division]
   n_by = {k: sum(p.kind == k for p in found) for k in KINDS}
   return {**out, "searches": len(found), "searches_by_kind": n_by, "programs": len(progs),
