@@ -5,7 +5,7 @@ tinycorp's v5.0 INIT phases (resources/published/tinycorp-v5.0-overheads.json; c
 
     git -C <mirror of github:tinygrad/tinygrad> archive e0139fafc15d9dd945eb7b6b7d97e43ca6e2f178 examples extra | tar -x -C /tmp/tg
     python tools/record_init_searches.py /tmp/tg --commit e0139fafc15d9dd945eb7b6b7d97e43ca6e2f178 \\
-        --platform tinybox_green --set BS=96 EVAL_BS=96 --out tests/fixtures/init-searches/tinybox_green.json
+        --platform tinybox_green --set BS=96 EVAL_BS=96 --out resources/predicted/init-e0139fa-tinybox_green.json
 
 Both steps are captured as tools/program_census.py captures them (tinygrad 0.14, the platform's NULL target) with
 their call records; the record keeps each side's distinct programs (kind, name, devices, FLOPs, bytes, launch), the CPU

@@ -9,7 +9,8 @@ import pytest
 
 from mlperf_bert.constants import INIT_LIMIT_MIN
 from mlperf_bert.train.cost.init import (HOST_CORES, BeamSettings, KindCost, Program, beam_settings, load_samples,
-                                         predict_init, programs_from_calls, search_seconds, searches)
+                                         predict_init, programs_from_calls, search_seconds, searches,
+                                         held_against_tinycorp)
 from mlperf_bert.train.hparams import load_platform
 
 REPO = Path(__file__).resolve().parents[2]
@@ -84,17 +85,15 @@ def test_the_search_pricing_counts_tinygrads_own_candidates_for_a_small_kernel()
   assert len(mm["compile_s"]) == 2 and all(s > 0 for s in mm["compile_s"])
 
 
-def _recorded(platform: str) -> dict:
-  return json.loads((REPO / f"tests/fixtures/init-searches/{platform}.json").read_text())
 
 
 @pytest.mark.parametrize("platform", ["tinybox_green", "tinybox_red", "tinybox_8xMI300X"])
 def test_the_recorded_init_of_tinygrads_e0139fa_step_is_what_the_model_gives(platform):
   """The fixture's programs priced again give its figures (the code and the record agree); the figure against
   tinycorp's v5.0 median is in docs/benchmarks.md."""
-  f = REPO / f"tests/fixtures/init-searches/{platform}.json"
+  f = REPO / f"resources/predicted/init-e0139fa-{platform}.json"
   if not f.exists(): pytest.skip(f"{f} not recorded")
-  r = _recorded(platform)
+  r = json.loads(f.read_text())
   beam = BeamSettings(r["beam"]["width"], r["beam"]["min_progress_us"])
   side = r["sides"]["tinygrad"]
   calls = {st: [{"k": "kernel", "name": p[1], "devices": p[2], "flops": p[3], "bytes": p[4], "global": p[5],
@@ -106,3 +105,5 @@ def test_the_recorded_init_of_tinygrads_e0139fa_step_is_what_the_model_gives(pla
   old, new = side["init"]["0.11.0"], side["init"]["0.14.0"]
   assert old["searches"] < new["searches"] and new["searches_by_kind"]["all-reduce"] > old["searches_by_kind"]["all-reduce"]
   assert new["limit_min"] == INIT_LIMIT_MIN["closed"]
+  held = held_against_tinycorp(platform)
+  assert held["predicted_min"] == old["minutes"] and held["measured_min"] == r["measured_init_min"]

@@ -184,7 +184,7 @@ def test_device_check_prints_the_dress_prediction_beside_the_measurement(tmp_pat
   dc = _device_check()
   f = tmp_path / "d.json"
   a = _answer(True)
-  add_time_to_train(a, 1562)
+  add_time_to_train(a, 1562, beam=BeamSettings(5, 5.0))
   f.write_text(json.dumps({**a, "roofline_ms": 170.0}))
   pred = dc.read_dress(f)
   assert pred["step_ms"] == 547.0 and pred["step_source"] == "the step-time model"

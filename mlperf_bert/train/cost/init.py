@@ -39,6 +39,8 @@ from mlperf_bert.train.cost.hardware import BOXES
 from mlperf_bert.train.cost.kernel import kernel_time
 
 SAMPLES_DIR = Path(__file__).resolve().parents[3] / "resources" / "beam-samples"
+# tools/record_init_searches.py's records: tinygrad's own e0139fa step priced by this model beside tinycorp's v5.0 INIT
+RECORDS = Path(__file__).resolve().parents[3] / "resources" / "predicted" / "init-e0139fa-{platform}.json"
 KINDS = ("all-reduce", "matmul", "other")
 # tinygrad search.py (e0139fa and 0.14): getenv("BEAM_MIN_PROGRESS", 0.01) microseconds; _time_program(cnt=3,
 # max_global_size=65536): three timed runs a candidate, a launch over 65,536 blocks timed shrunk and scaled back
@@ -225,3 +227,17 @@ def predict_init(train_calls: list[dict[str, Any]], eval_calls: list[dict[str, A
           "beam": beam.width, "beam_min_progress_us": beam.min_progress_us, "division": division, "limit_min": limit,
           "within_limit": out["minutes"] < limit, "samples": f"{rec['recorded_by']} on {rec['machine']['cpu']} "
           f"({rec['date']}, {rec['compiler']})", "sources": "mlperf_bert/train/cost/init.py"}
+
+
+def held_against_tinycorp(platform: str, path: Path | None = None) -> dict[str, Any] | None:
+  """The platform's record (RECORDS): tinygrad's own e0139fa step, its searches keyed as e0139fa's tinygrad keys them,
+  predicted by this model, against tinycorp's v5.0 INIT median; None without a record or a published INIT."""
+  f = Path(path or str(RECORDS).format(platform=platform))
+  if not f.is_file(): return None
+  rec = json.loads(f.read_text())
+  measured = rec.get("measured_init_min")
+  pred = rec["sides"]["tinygrad"]["init"].get("0.11.0")
+  if not measured or not pred: return None
+  return {"predicted_min": pred["minutes"], "measured_min": measured,
+          "error_pct": round(100 * (pred["minutes"] / measured - 1), 1),
+          "missing_min": round(measured - pred["minutes"], 1), "record": str(f.relative_to(f.parents[2]))}
