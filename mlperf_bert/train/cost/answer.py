@@ -64,9 +64,9 @@ def cost_lines(answer: dict[str, Any]) -> list[str]:
                  f"{'a search a device' if i['keyed_by_device'] else 'one search for all devices'}): "
                  f"{'within' if i['within_limit'] else 'OVER'} MLPerf's {i['limit_min']:g}-min limit ({i['division']})")
     lines.append("  " + ", ".join(f"{kind} {k[kind]} min ({n[kind]} searches)" for kind in k)
-                 + f", the INIT process outside them {i['outside_min']} min")
+                 + f", the INIT process outside them {i['outside_min']} min; {i['candidates']:,} candidates compiled")
     if (h := i.get("tinygrad_e0139fa")):
-      lines.append(f"  held against tinycorp: tinygrad's own e0139fa step priced the same way {h['predicted_min']} min, "
-                   f"its v5.0 INIT phase {h['measured_min']} min ({h['error_pct']:+.0f} %): the model leaves out "
-                   f"{h['missing_min']} min that no term here explains (docs/benchmarks.md)")
+      lines.append(f"  held against tinycorp: tinygrad's own e0139fa step priced the same way {h['predicted_min']} min "
+                   f"({h['candidates']:,} candidates), its v5.0 INIT phase {h['measured_min']} min ({h['error_pct']:+.0f} %): "
+                   f"the model leaves out {h['missing_min']} min that no term here explains (docs/benchmarks.md)")
   return lines

@@ -238,6 +238,6 @@ def held_against_tinycorp(platform: str, path: Path | None = None) -> dict[str, 
   measured = rec.get("measured_init_min")
   pred = rec["sides"]["tinygrad"]["init"].get("0.11.0")
   if not measured or not pred: return None
-  return {"predicted_min": pred["minutes"], "measured_min": measured,
+  return {"predicted_min": pred["minutes"], "measured_min": measured, "candidates": pred["candidates"],
           "error_pct": round(100 * (pred["minutes"] / measured - 1), 1),
           "missing_min": round(measured - pred["minutes"], 1), "record": str(f.relative_to(f.parents[2]))}
