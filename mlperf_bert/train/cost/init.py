@@ -41,7 +41,7 @@ from mlperf_bert.train.cost.kernel import kernel_time
 SAMPLES_DIR = Path(__file__).resolve().parents[3] / "resources" / "beam-samples"
 # tools/record_init_searches.py's records: tinygrad's own e0139fa step priced by this model beside tinycorp's v5.0 INIT
 RECORDS = Path(__file__).resolve().parents[3] / "resources" / "predicted" / "init-e0139fa-{platform}.json"
-KINDS = ("all-reduce", "matmul", "other")
+SEARCH_KINDS = ("all-reduce", "matmul", "other")
 # tinygrad search.py (e0139fa and 0.14): getenv("BEAM_MIN_PROGRESS", 0.01) microseconds; _time_program(cnt=3,
 # max_global_size=65536): three timed runs a candidate, a launch over 65,536 blocks timed shrunk and scaled back
 DEFAULT_MIN_PROGRESS_US, RUNS, TEST_GLOBAL_MAX = 0.01, 3, 65536
@@ -142,7 +142,7 @@ def load_samples(target: str, path: Path | None = None) -> tuple[dict[str, KindC
     rec = json.loads(Path(f).read_text())
     if rec["target"] != target: continue
     out = {}
-    for kind in KINDS:
+    for kind in SEARCH_KINDS:
       ks = [k for k in rec["kernels"] if k["kind"] == kind]
       comp = [x for k in ks for x in k["compile_s"]]
       ipc = [x for k in ks for x in k.get("ipc_s", [])]
@@ -202,8 +202,8 @@ def predict_init(train_calls: list[dict[str, Any]], eval_calls: list[dict[str, A
   costs, rec = load_samples(target, samples)
   out = {}
   for sign, name in ((0, "minutes"), (-2, "low_minutes"), (2, "high_minutes")):
-    by = {k: 0.0 for k in KINDS}
-    rounds = {k: [] for k in KINDS}
+    by = {k: 0.0 for k in SEARCH_KINDS}
+    rounds = {k: [] for k in SEARCH_KINDS}
     tried = 0.0
     for p in found:
       c = costs[p.kind]
@@ -221,7 +221,7 @@ def predict_init(train_calls: list[dict[str, Any]], eval_calls: list[dict[str, A
       out["mean_rounds"] = {k: round(statistics.mean(v), 1) if v else 0 for k, v in rounds.items()}
       out["candidates"] = round(tried)
   limit = INIT_LIMIT_MIN[division]
-  n_by = {k: sum(p.kind == k for p in found) for k in KINDS}
+  n_by = {k: sum(p.kind == k for p in found) for k in SEARCH_KINDS}
   return {**out, "searches": len(found), "searches_by_kind": n_by, "programs": len(progs),
           "keyed_by_device": keyed, "tinygrad": tinygrad, "outside_min": round(outside_s * CPU_FACTOR / 60, 1),
           "beam": beam.width, "beam_min_progress_us": beam.min_progress_us, "division": division, "limit_min": limit,
