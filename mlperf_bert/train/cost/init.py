@@ -8,8 +8,10 @@ limit (closed: init < 30 min; constants.INIT_LIMIT_MIN). Every term and its sour
   tinygrad that runs them keys a search (search.py `beam_search`: the AST's key): tinygrad 0.14's AST carries each
   buffer's device (`ParamArg.device`), so a kernel compiled once a device (the ring all-reduce's chunk adds) is a search
   a device, all timed on the first GPU one after another; at e0139fa (0.11) the AST had no device and one search
-  served every device (`keyed_by_device`). A program is a call record's kernel (train/dress/measure.py call_records)
-  by name, devices, FLOPs, bytes and launch; its kind: all-reduce (one device of several), matmul (tensor cores), other.
+  served every device (`keyed_by_device`; a tinygrad version not in KEYED_BY_DEVICE is taken as the pinned one). A
+  program is a call record's kernel (train/dress/measure.py call_records) by its AST key (`ast`, and `ast_any_device`
+  for the key without devices; by name, devices, FLOPs, bytes and launch where a record has none); its kind:
+  all-reduce (one device of several), matmul (tensor cores), other.
 - **A search** (tinygrad/codegen/opt/search.py, the same loop at e0139fa and 0.14): round 1 compiles and times the
   actions that apply to the unoptimized kernel; each later round those of the BEAM best; it stops when the best is
   under BEAM_MIN_PROGRESS or gains less than it. A round costs its parents' action expansion (serial, the search's
@@ -24,8 +26,8 @@ limit (closed: init < 30 min; constants.INIT_LIMIT_MIN). Every term and its sour
   search starts) and its BEAM'd time; each round closes the gap by ROUND_GAIN (the median amount of tinygrad's action
   list), until the platform's BEAM_MIN_PROGRESS stops it.
 - **Outside the searches**: the INIT process's Python (model build, the steps' schedules and first compiles): the
-  CPU seconds this machine took to build and capture the same steps (`outside_s`, the dress's or the census's), times
-  CPU_FACTOR. No weights are loaded (model_train.py at e0139fa: "for init, zero out all weights").
+  seconds this machine took to build and capture the same steps (`outside_s`: the dress's three calls of each step,
+  or the census's CPU seconds), times CPU_FACTOR. No weights are loaded (model_train.py at e0139fa: "for init, zero out all weights").
 Nothing here is taken from tinycorp's INIT phases (docs/benchmarks.md holds the prediction against them).
 """
 from __future__ import annotations
@@ -55,9 +57,10 @@ RUN_OVERHEAD_US = 20.0
 # <system>.json at e0139fa): green and red one AMD EPYC 7532 (32 cores, 64 threads), the MI300X box two EPYC 9354
 # (32 cores, 64 threads each). tinygrad's pool has PARALLEL = the threads (helpers.py NUM_CPU_THREADS); its compile
 # throughput is taken as one a physical core (two threads share a core's units)
+# (dev_1gpu's H200 host has no system description: taken as green's)
 HOST_CORES = {"CUDA:sm_89": 32, "AMDLLVM:gfx1100": 32, "AMDLLVM:gfx942": 64, "CUDA:sm_90": 32}
 # the box's core against this machine's (the samples' CPU seconds): no published single-thread comparison of a Zen 2
-# EPYC 7532 core (3.3 GHz boost) and this KVM guest's Xeon vCPU is at hand; taken as equal (an estimate, in the band)
+# EPYC 7532 core (3.3 GHz boost) and this KVM guest's Xeon vCPU is at hand; taken as equal (an estimate, not in the band)
 CPU_FACTOR = 1.0
 # tinygrad versions and how they key a search (the AST's key with or without each buffer's device)
 KEYED_BY_DEVICE = {"0.11.0": False, "0.14.0": True}
