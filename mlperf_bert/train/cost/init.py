@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from mlperf_bert.constants import INIT_LIMIT_MIN
+from mlperf_bert.errors import UserError
 from mlperf_bert.train.cost.hardware import BOXES
 from mlperf_bert.train.cost.kernel import kernel_time
 
@@ -161,7 +162,7 @@ def load_samples(target: str, path: Path | None = None) -> tuple[dict[str, KindC
                            se(comp), (statistics.mean(ipc) if ipc else 0.0) + (statistics.mean(host) if host else 0.0),
                            se(r1), se(pp), len(comp), deeper)
     return out, rec
-  raise FileNotFoundError(f"{SAMPLES_DIR}: no BEAM sample record of {target}; run tools/record_beam_samples.py "
+  raise UserError(f"{SAMPLES_DIR}: no BEAM sample record of {target}; run tools/record_beam_samples.py "
                           f"--platform <platform of {target}> --out {SAMPLES_DIR}/<platform>.json")
 
 
