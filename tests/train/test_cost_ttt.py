@@ -13,7 +13,7 @@ from mlperf_bert.train.cost import totrain
 from mlperf_bert.train.cost.answer import add_time_to_train, cost_lines
 from mlperf_bert.train.cost.events import Event
 from mlperf_bert.constants import INIT_LIMIT_MIN
-from mlperf_bert.train.cost.init import TINYGRAD_PROGRAMS, beam_seconds, init_time, predict_init
+from mlperf_bert.train.cost.init import BeamSettings
 from mlperf_bert.train.cost.picture import answer_svg, draw_events
 from mlperf_bert.train.hparams import load_platform, resolve
 from mlperf_bert.constants import platform_path
@@ -95,27 +95,17 @@ def test_measured_steps_give_the_official_v50_score_within_15_percent(platform):
   assert r["minutes"] == pytest.approx(sum(r["parts_min"].values()), abs=0.2)
 
 
-def test_init_is_programs_times_the_other_systems_beam_seconds():
-  oh = json.loads(totrain.OVERHEADS_FILE.read_text())["systems"]
-  b = beam_seconds("tinybox_green")
-  assert b.seconds == pytest.approx(statistics.median([oh["tinybox_red"]["init_s"], oh["tinybox_8xMI300X"]["init_s"]])
-                                    / TINYGRAD_PROGRAMS)
-  # tinygrad's own programs give green's own INIT phase back within 10 % (green left out of the estimate)
-  assert predict_init("tinybox_green", TINYGRAD_PROGRAMS)["minutes"] == pytest.approx(oh["tinybox_green"]["init_s"] / 60, rel=0.1)
-  over = init_time(542, 5.0)
-  assert over["minutes"] == pytest.approx(542 * 5 / 60, abs=0.05) and not over["within_limit"] and over["limit_min"] == INIT_LIMIT_MIN["closed"] == 30
-  assert init_time(100, 5.0)["within_limit"]
-
-
-def test_tinygrad_programs_are_the_dressed_e0139fa_step_s():
-  r = json.loads((REPO / "tests/fixtures/dress-tinygrad/tinybox_green-e0139fa-bs96.json").read_text())
-  p = r["points"][-1]
-  assert TINYGRAD_PROGRAMS == p["train"]["programs"] + p["eval"]["programs"]
-
-
 def _answer(step: bool) -> dict:
   a = {"platform": "tinybox_red", "devices": 6, "target": "AMDLLVM:gfx1100", "batch_size": 96, "eval_batch_size": 96,
-       "train": {"programs": 490}, "eval": {"programs": 52}, "cost": {}}
+       "train": {"programs": 490}, "eval": {"programs": 52}, "cost": {},
+       # the INIT depth's call records: a gemm on all six devices and the ring's add once a device
+       "measurements": [{"layers": 2, "devices": [f"NV:{i}" for i in range(6)],
+                         "train": {"seconds": [30.0, 1.0, 1.0], "calls": [
+                           {"k": "kernel", "name": "r_96_16", "devices": [f"NV:{i}" for i in range(6)], "flops": 10 ** 11,
+                            "bytes": 10 ** 8, "global": [60, 32], "local": [128], "tc": "float"}] + [
+                           {"k": "kernel", "name": "E_40696_32_4", "devices": [f"NV:{i}"], "flops": 0, "bytes": 3 * 10 ** 7,
+                            "global": [40696], "local": [32], "tc": None} for i in range(6)]},
+                         "eval": {"seconds": [10.0, 1.0, 1.0], "calls": []}}]}
   if step:
     a["cost"] = {"step": {"ms": 547.0, "low_ms": 500.0, "high_ms": 600.0, "critical_path": "compute",
                           "breakdown_ms": {"matmul": 300.0, "other": 150.0, "copies": 40.0, "allreduce": 40.0, "launch_host": 17.0}},
@@ -126,15 +116,18 @@ def _answer(step: bool) -> dict:
 
 def test_the_answer_gets_time_to_train_and_init_only_with_a_predicted_step():
   bare = _answer(False)
-  assert add_time_to_train(bare, 1562) is False and bare["cost"] == {} and cost_lines(bare) == []
+  assert add_time_to_train(bare, 1562, beam=BeamSettings(5, 5.0)) is False and bare["cost"] == {} and cost_lines(bare) == []
   a = _answer(True)
-  assert add_time_to_train(a, 1562) is True
+  assert add_time_to_train(a, 1562, beam=BeamSettings(5, 5.0)) is True
   t, i = a["cost"]["time_to_train"], a["cost"]["init"]
   assert t["official_v50_min"] == 300.51 and t["low_minutes"] < t["minutes"] < t["high_minutes"]
-  assert i["programs"] == 542 and i["within_limit"] is False
+  # 0.14 keys a search by device: the gemm once, the ring's add six times
+  assert i["searches"] == 7 and i["searches_by_kind"] == {"all-reduce": 6, "matmul": 1, "other": 0} and i["layers"] == 2
+  assert i["within_limit"] is True and i["low_minutes"] <= i["minutes"] <= i["high_minutes"]
+  assert i["outside_min"] == pytest.approx(44 / 60, abs=0.05)
   text = "\n".join(cost_lines(a))
-  assert "official v5.0 score 300.51 min" in text and "OVER MLPerf's 30-min limit" in text
-  assert "matmul" not in text   # the step and its breakdown are the dress table's own lines
+  assert "official v5.0 score 300.51 min" in text and "7 BEAM 5 searches" in text and "within MLPerf's 30-min limit" in text
+  assert "300.0" not in text and "critical" not in text   # the step and its breakdown are the dress table's own lines
 
 
 def test_the_picture_draws_each_device_s_two_queues():
@@ -191,7 +184,7 @@ def test_device_check_prints_the_dress_prediction_beside_the_measurement(tmp_pat
   dc = _device_check()
   f = tmp_path / "d.json"
   a = _answer(True)
-  add_time_to_train(a, 1562)
+  add_time_to_train(a, 1562, beam=BeamSettings(5, 5.0))
   f.write_text(json.dumps({**a, "roofline_ms": 170.0}))
   pred = dc.read_dress(f)
   assert pred["step_ms"] == 547.0 and pred["step_source"] == "the step-time model"

@@ -18,7 +18,7 @@ batch, so they are never read for counts. The memory plans of both captures give
 holds most (timeline.py). It reads tinygrad 0.14.0's JIT internals and refuses another version.
 """
 from __future__ import annotations
-import collections, gc, time
+import collections, dataclasses, gc, time
 from importlib.metadata import version
 from typing import Any
 
@@ -91,11 +91,21 @@ def _devices(u) -> list[str]:
   return list(u.device) if isinstance(u.device, tuple) else [u.device]
 
 
+def ast_keys(sink) -> tuple[str, str]:
+  """A kernel's AST key as tinygrad 0.14 keys a program and a BEAM search (its buffers' devices in it), and the key
+  of the same AST with each device index dropped (NV:3 -> NV: as tinygrad before the AST carried devices, e0139fa,
+  keyed one search for all devices); 16 hex digits each."""
+  def kind(d): return tuple(kind(x) for x in d) if isinstance(d, tuple) else str(d).split(":")[0]
+  sub = {u: u.replace(arg=dataclasses.replace(u.arg, device=kind(u.arg.device))) for u in sink.toposort()
+         if u.op is Ops.PARAM and getattr(u.arg, "device", None) is not None}
+  return sink.key.hex()[:16], (sink.substitute(sub) if sub else sink).key.hex()[:16]
+
+
 def call_records(jit) -> list[dict[str, Any]]:
   """Each call of a captured TinyJit in its order, for the cost model (mlperf_bert/train/cost/): a kernel's name,
   devices, FLOPs and bytes (tinygrad's estimates: ops, lds, mem), launch dimensions (global size in blocks, local size
-  in threads), the accumulate dtype of its tensor/matrix-core uops (Ops.WMMA; None without), and its buffers out and in
-  (a list a device); a copy's bytes, its source and destination devices and buffers. Buffers are numbered by first appearance."""
+  in threads), the accumulate dtype of its tensor/matrix-core uops (Ops.WMMA; None without), its AST's keys (ast_keys:
+  with and without the devices) and its buffers out and in (a list a device); a copy's bytes, its source and destination devices and buffers. Buffers are numbered by first appearance."""
   ids: dict[Any, int] = {}
 
   def num(u) -> list[int]:   # each device's buffer of an argument (a MultiBuffer's pieces), numbered
@@ -108,7 +118,7 @@ def call_records(jit) -> list[dict[str, Any]]:
   def per_device(args, idx) -> list[list[int]]:   # each device's buffers of the arguments `idx`, as "devices" orders them
     nums = [num(args[i]) for i in idx]
     return [[n[j] if len(n) > 1 else n[0] for n in nums] for j in range(len(_devices(args[0])))]
-  out = []
+  out, keys = [], {}
   for call in _calls(jit.captured._linear):
     ast, args = call.src[0], tuple(s for s in call.src[1:] if not s.is_bound_var)
     est = estimate_uop(call)
@@ -119,7 +129,9 @@ def call_records(jit) -> list[dict[str, Any]]:
       # the accumulate dtype of its tensor-core (WMMA) uops: "half", "float", or None without tensor cores
       wmma = next((u for u in lin.src if u.op is Ops.WMMA), None) if lin is not None else None
       tc = None if wmma is None else getattr(wmma.dtype, "base", wmma.dtype).name
-      out.append({"k": "kernel", "name": ansistrip(info.name), "devices": _devices(args[0]), "flops": int(sym_infer(est.ops, {})),
+      if ast not in keys: keys[ast] = ast_keys(ast.src[0])
+      out.append({"k": "kernel", "name": ansistrip(info.name), "devices": _devices(args[0]), "ast": keys[ast][0],
+                  "ast_any_device": keys[ast][1], "flops": int(sym_infer(est.ops, {})),
                   "bytes": int(sym_infer(est.mem, {})), "lds": int(sym_infer(est.lds, {})),
                   "global": [int(x) for x in gs], "local": [int(x) for x in ls] if ls else None, "tc": tc,
                   "outs": per_device(args, info.outs), "ins": per_device(args, info.ins)})

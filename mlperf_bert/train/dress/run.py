@@ -45,7 +45,11 @@ def dress_files(platform_file: str | os.PathLike, bert_config: str | os.PathLike
   from mlperf_bert.train.footprint import dress_footprint  # the disk a run takes (its own module)
   from mlperf_bert.train.cost.answer import add_time_to_train, cost_lines
   result = run_dress(setup, bert_config, log=log)
-  add_time_to_train(result, eval_step_freq=setup.settings.eval.step_freq)
+  from mlperf_bert.train.cost.init import beam_settings
+  from mlperf_bert.train.hparams import load_platform
+  plat = {**load_platform(platform_file), **(overrides or {})}
+  add_time_to_train(result, eval_step_freq=setup.settings.eval.step_freq, beam=beam_settings(plat),
+                    init_layers=int(plat.get("INIT_BERT_LAYERS") or 2))
   result["footprint"] = dress_footprint(setup.settings.replace(BERT_LAYERS=setup.full_depth), bert_config)
   result["table"] = "\n".join([format_table(result), *cost_lines(result), *result["footprint"]["lines"]]) + \
     ("\n" + format_timelines(result) if timeline else "")
