@@ -13,7 +13,8 @@ edit of the times cannot dodge, the samples it trained (audit/run_time.py):
   - the whole run, run_start to run_stop: its trained steps at the band's low edge, each eval's samples at the
     predicted eval step's low edge, and the least warm-up any published run of the platform had
     (resources/published/tinycorp-least-warmup.json, tools/record_least_warmup.py) add up to its floor; a run
-    shorter FAILs: squeezing any part (the warm-up, the evals, the first interval) shows in the total.
+    shorter FAILs: squeezing any part (the warm-up, the evals, the first interval) shows in the total. The warm-up is
+    tinygrad's: a system whose framework is not tinygrad (other makers' 8 x MI300X) counts none.
 A time under its floor is a log that trains faster than its hardware can. What it cannot prove: a run up to the band's
 width faster than the real one (the band's low edge is the prediction's -15 %; tinycorp's v5.0 green runs sit 21 % above
 it, their whole runs 21-23 % above their floor), and the time of cards the model does not know: a tinygrad submission
@@ -113,9 +114,9 @@ def _eval_samples(lg: MLPerfLog) -> int:
   return es if isinstance(es, int) and not isinstance(es, bool) and es > 0 else EVAL_SAMPLES
 
 
-def hold_log(lg: MLPerfLog, bs: int, rb: RunBand, platform: str, warmup: Path) -> tuple[list[str], dict] | None:
+def hold_log(lg: MLPerfLog, bs: int, rb: RunBand, platform: str, warmup: Path | None) -> tuple[list[str], dict] | None:
   """The findings (FAIL reasons) of one log held to its band, and its figures; None when nothing can be held (no
-  samples on its evals, or no interval and no run_start / run_stop)."""
+  samples on its evals, or no interval and no run_start / run_stop). warmup None: none counted (not tinygrad's)."""
   evals = log_evals(lg, bs)
   bad = step_mismatches(evals, bs)
   out = [f"{len(bad)} eval event(s) whose step_num is not their eval's samples over global_batch_size: "
@@ -129,7 +130,7 @@ def hold_log(lg: MLPerfLog, bs: int, rb: RunBand, platform: str, warmup: Path) -
       out.append(f"{q:.1f} ms a step in its eval intervals (the {LOW_QUANTILE:g} quantile of its {len(per)}, each "
                  f"an eval_stop to the next eval_start, its steps from the samples); {rb.band.describe()}{how}: {FASTER}")
   if steps is not None and lg.run_start_ms is not None and lg.run_stop_ms is not None:
-    w, w_from = least_warmup(platform, warmup)
+    w, w_from = least_warmup(platform, warmup) if warmup else (0.0, "its framework is not tinygrad: none counted")
     es = _eval_samples(lg)
     ev_s = es * rb.eval_low_ms / 1000
     floor = steps * low / 1000 + len(evals) * ev_s + w
@@ -178,7 +179,7 @@ def check_step_band(audit: Audit, org_dir: Path, system: str, logs: list[MLPerfL
     rb = bands[bs] if bs in bands else bands.setdefault(bs, band_at(platform, bs, predicted))
     if rb is None:
       none.append(lg.path.name); continue
-    got = hold_log(lg, bs, rb, platform, warmup)
+    got = hold_log(lg, bs, rb, platform, warmup if cards.tinygrad else None)
     if got is None:
       none.append(lg.path.name); continue
     found, fig = got

@@ -329,6 +329,19 @@ def test_hostile_edits_of_the_v50_green_logs_fail_naming_why(tmp_path, case):
     assert "tinybox_green at BS 102 is predicted" in rows[-1][2] and "from the model at BS 102" in rows[-1][2]
 
 
+def test_a_system_not_of_tinygrad_on_known_cards_counts_no_warmup(tmp_path):
+  """Other makers' 8 x MI300X (v5.0: AMD, Dell, MangoBoost, Oracle; no BERT among them) are the MI300X box's cards:
+  their steps are held to its band, but tinygrad's warm-up is not theirs."""
+  org, system, logs, _ = published("tinybox_green")[1]
+  fake, fake_logs = forged(org, system, logs, tmp_path / "tinycorp", 0.5)
+  desc = json.loads((fake / "systems" / f"{system}.json").read_text())
+  (fake / "systems" / f"{system}.json").write_text(json.dumps({**desc, "framework": "PyTorch NVIDIA Release 25.04"}))
+  rows = band_rows(fake, system, fake_logs, PREDICTED)
+  total = [r for r in rows if r[2].startswith("run_start to run_stop")]
+  assert len(total) == len(logs) and all("a warm-up of 0 s (its framework is not tinygrad: none counted)" in r[2]
+                                         for r in total), total
+
+
 @pytest.mark.parametrize("factor,least", [(1.0, 1.24), (0.88, 1.09), (0.86, 1.07)])
 def test_inside_the_band_the_whole_run_is_said_not_caught(tmp_path, factor, least):
   """x0.88 and x0.86 of the v5.0 green logs PASS: the band's low edge is the prediction's -15 % (313.6 ms), the
