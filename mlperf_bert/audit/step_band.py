@@ -70,7 +70,7 @@ def band_at(platform: str, bs: int, path: Path = PREDICTED) -> RunBand | None:
   near = min(es, key=lambda e: (abs(e["global_bs"] - bs), e["global_bs"]))
   if got is not None: return RunBand(got, "", _eval_low(near))
   shown = step_band(platform, near["global_bs"], path).source
-  with_parts = [e for e in es if isinstance(e.get("breakdown_ms"), dict) and e["breakdown_ms"]]
+  with_parts = [e for e in es if isinstance(e.get("breakdown_ms"), dict) and sum(e["breakdown_ms"].values()) > 0]
   if with_parts:
     e = min(with_parts, key=lambda e: (abs(e["global_bs"] - bs), e["global_bs"]))
     bd, f = e["breakdown_ms"], bs / e["global_bs"]
