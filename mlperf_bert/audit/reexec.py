@@ -9,7 +9,10 @@ Records can be rewritten by whoever holds the tree; work cannot be faked without
     trainer's own eval step (`python -m mlperf_bert reexecute-eval`: train/evidence.py, in a process of its own that
     exports the run's tinygrad settings first, with its own search settings: BEAM 0, whatever the record says), and
     compares each batch's counts with those the train record holds, which must in turn give the log's last
-    eval_accuracy.
+    eval_accuracy;
+  - evaluates again whole the evals of a random sample of the earlier kept states (train/states.py, whose batches the
+    record does not hold) on the model part of each state, and holds each accuracy to the one the log holds at that
+    step (reexecute_kept_evals): an earlier accuracy edited, with the records resealed, FAILs.
 The sample is drawn from a seed taken at audit time (os.urandom through `secrets`, or --reexecute-seed to repeat a
 draw) that is printed in the table, so a forger cannot know which part will be redone. The budget (audit/bounded.py)
 is seconds or a coverage. Seconds are a hard bound: the eval set and the shards are rebuilt in the drawn order until
