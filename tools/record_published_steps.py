@@ -18,17 +18,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from mlperf_bert.audit.logs import read_log  # noqa: E402
-from mlperf_bert.audit.step_band import interval_steps  # noqa: E402 (the audit reads a received log's steps alike)
+from mlperf_bert.audit.run_time import interval_steps, log_evals  # noqa: E402 (the audit reads a received log's steps alike)
 
 SYSTEMS = ("tinybox_green", "tinybox_red", "tinybox_8xMI300X")
 
 
 def run_figures(path: Path) -> dict:
-  ev = read_log(path).events
+  log = read_log(path)
+  ev = log.events
   key = lambda k: [e for e in ev if e.key == k]
   gbs = key("global_batch_size")[0].value
   starts = [e.metadata["step_num"] for e in key("eval_start")]
-  per = interval_steps(ev)
+  per = interval_steps(log_evals(log, gbs))
   status = key("run_stop")[0].metadata["status"] if key("run_stop") else "unknown"
   return {"log": path.name, "global_batch_size": gbs, "step_ms": round(statistics.median(per), 2), "intervals": len(per),
           "status": status, "steps_to_target": starts[-1] if status == "success" else None}

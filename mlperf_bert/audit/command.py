@@ -42,9 +42,9 @@ def run_audit(path: str | os.PathLike, *, ruleset: str = RULESET, strict: bool =
             "text, no final weights); its numbers are checked, not redone")
   if any(r.check == "time" and r.status in ("PASS", "FAIL") for r in audit.rows):   # audit/step_band.py's rows
     audit.add("SKIP", "time", str(p), "steps taken on trust: a received submission holds no training states, so how "
-              "many steps its runs took is not re-executed; its logs' step times are held to the cost model's "
-              "predicted band where its system.json names cards the model knows (the time rows above), the rest of "
-              "their time (the warm-up, the evals) is scored as they say")
+              "many steps its runs took is not re-executed (they are counted from the samples the logs say they "
+              "trained); where its system.json names cards the model knows, its logs' eval intervals and whole runs "
+              "are held to the cost model's predicted band (the time rows above)")
   else:
     audit.add("SKIP", "time", str(p), "time and steps taken on trust: a received submission holds no training states, "
               "so neither how many steps its runs took nor how long is re-executed or bounded by its hardware (its "

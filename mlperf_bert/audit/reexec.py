@@ -9,7 +9,10 @@ Records can be rewritten by whoever holds the tree; work cannot be faked without
     trainer's own eval step (`python -m mlperf_bert reexecute-eval`: train/evidence.py, in a process of its own that
     exports the run's tinygrad settings first, with its own search settings: BEAM 0, whatever the record says), and
     compares each batch's counts with those the train record holds, which must in turn give the log's last
-    eval_accuracy.
+    eval_accuracy;
+  - evaluates again whole the evals of a random sample of the earlier kept states (train/states.py, whose batches the
+    record does not hold) on the model part of each state, and holds each accuracy to the one the log holds at that
+    step (reexecute_kept_evals): an earlier accuracy edited, with the records resealed, FAILs.
 The sample is drawn from a seed taken at audit time (os.urandom through `secrets`, or --reexecute-seed to repeat a
 draw) that is printed in the table, so a forger cannot know which part will be redone. The budget (audit/bounded.py)
 is seconds or a coverage. Seconds are a hard bound: the eval set and the shards are rebuilt in the drawn order until
@@ -97,13 +100,15 @@ def run_worker(command: str, request: dict, deadline: float | None) -> tuple[lis
 
 
 def reeval_sample(record: Path, indices: list[int], ev: dict, deadline: float | None, eval_set: Path,
-                  searched: bool = False) -> tuple[dict, list[dict], str, bool]:
+                  searched: bool = False, state: tuple[Path, int] | None = None) -> tuple[dict, list[dict], str, bool]:
   """The re-execution process (python -m mlperf_bert reexecute-eval: train/evidence.py) on `eval_set`, stopped with
-  its process group at `deadline`: (devices used, batch lines with their near ties, error, stopped)."""
+  its process group at `deadline`: (devices used, batch lines with their near ties, error, stopped). `state`: (a kept
+  state, its step): the eval logged at that step, on that state's weights, instead of the last."""
+  more = {} if state is None else {"state": str(state[0].resolve()), "step": int(state[1])}
   lines, tail, stopped = run_worker("reexecute-eval",
                                     {"record": str(record.resolve()), "indices": indices, "device": ev.get("device"),
                                      "devices": ev.get("devices", 1), "eval_set": str(eval_set.resolve()),
-                                     "rel_eps": rel_eps(ev.get("float_type")), "searched": searched}, deadline)
+                                     "rel_eps": rel_eps(ev.get("float_type")), "searched": searched, **more}, deadline)
   errors = [l["error"] for l in lines if "error" in l]
   devs = next((l for l in lines if "device" in l), {})
   got = [l for l in lines if "index" in l]
@@ -250,6 +255,99 @@ def whole_eval_band(per_batch: list[tuple[float, float]], totals: list[float], m
   return sum(c for c, _ in per_batch) / (sum(totals) or 1.0) + 1e-6
 
 
+# ------------------------------------------------------------------------------------------------ the kept states' evals
+def _earlier_states(base: Path, rp: Path, rec: dict) -> list[tuple[int, Path, dict]]:
+  """(step, file, record entry) of each kept state but the last (whose eval is the last eval), in step order; [] when
+  the record keeps none or names them outside the tree (the segments' rows say so)."""
+  kept = rec.get("kept_states")
+  if not isinstance(kept, dict) or not isinstance(kept.get("states"), list): return []
+  try:
+    folder = rp.parent / str(kept.get("path"))
+    if not folder.resolve().is_relative_to(base.resolve()): return []
+    states = sorted((int(e["step"]), folder / str(e["file"]), e) for e in kept["states"]
+                    if Path(str(e["file"])).name == str(e["file"]))
+  except (KeyError, TypeError, ValueError, OSError, RuntimeError):
+    return []
+  return states[:-1]
+
+
+def _logged_at(log: Path) -> dict[int, float]:
+  """{step: eval_accuracy} of a result log, each eval's step from its samples (audit/run_time.py: epoch_num over
+  global_batch_size), so no step_num edit moves an accuracy to another state."""
+  from mlperf_bert.audit.logs import read_log
+  from mlperf_bert.audit.run_time import log_evals
+  lg = read_log(log)
+  bs = lg.global_batch_size
+  if isinstance(bs, bool) or not isinstance(bs, int) or bs <= 0: return {}
+  return {int(e.steps): e.accuracy.value for e in log_evals(lg, bs)
+          if e.accuracy is not None and e.steps is not None and e.steps.is_integer()}
+
+
+def reexecute_kept_evals(audit: Audit, base: Path, log: Path, seed: int, budget: Budget, deadline: float | None,
+                         hasher: Callable, eval_proven: bool | None = None) -> None:
+  """The evals of a sample of a log's earlier kept states (drawn with `seed`, `budget.count` of them or as many as fit
+  before `deadline`): each eval evaluated again whole (the record holds the batches of the last eval only) on the
+  model part of its state, the tree's own eval set and the window of its eval, and its accuracy held to the
+  eval_accuracy the log holds at that step: equal on the run's devices, else within the batches' near ties. So an
+  earlier accuracy edited, with the records resealed, FAILs. No row when the log has no earlier kept state."""
+  from mlperf_bert.audit.provenance import size_differs
+  from mlperf_bert.train.evaluation import EvalBatch, eval_accuracy
+  from mlperf_bert.train.record import read_record, record_path
+  rel, rp = str(log.relative_to(base)), record_path(log)
+  try: rec = read_record(rp)
+  except UserError: return   # the last eval's row says why
+  r, states = _recorded(rec), None
+  if isinstance(r, str) or not (states := _earlier_states(base, rp, rec)): return
+  batches, ev = r
+  own = _own_eval_set(base, rp, rec, hasher)
+  if isinstance(own, str) or eval_proven is False:
+    audit.add("WARN", REEXECUTION, rel, f"not redone: the evals of the {len(states)} earlier kept state(s): "
+              f"{own if isinstance(own, str) else EVAL_SET + ' is not the eval set results4/eval.txt gives'}"); return
+  logged, n, beam = _logged_at(log), len(batches), eval_search(rec.get("settings"))
+  order = draw_order(len(states), seed, f"kept-evals:{log.name}")[:budget.count(len(states))]
+  st, done, stopped, how = time.perf_counter(), [], False, ""
+  for j in order:
+    if deadline is not None and time.perf_counter() >= deadline:
+      stopped = True; break
+    step, f, entry = states[j]
+    name = f.relative_to(base).as_posix()
+    if not f.is_file() or size_differs(f, entry.get("bytes")) or hasher(f)["sha256"] != entry.get("sha256"):
+      audit.add("FAIL", REEXECUTION, rel, f"{name}: not the kept state of step {step} the train process wrote "
+                f"({rp.name}): its eval is not redone on it; {RETRAIN}"); return
+    if step not in logged:
+      audit.add("FAIL", REEXECUTION, rel, f"the log holds no eval_accuracy at step {step}, where {rp.name} keeps a "
+                f"state; {RETRAIN}"); return
+    devs, got, err, stopped = reeval_sample(rp, list(range(n)), ev, deadline, own, bool(beam), (f, step))
+    if err:
+      audit.add("FAIL", REEXECUTION, rel, f"the eval of the kept state of step {step} ({name}) failed: {err}"); return
+    if stopped or len(got) < n: stopped = True; break
+    same = (device_kind(devs.get("device")), devs.get("devices")) == (device_kind(ev.get("device")), ev.get("devices"))
+    exact = same and not beam
+    near = [None if exact else g.get("near") or [0.0, 0.0, 0.0] for g in got]
+    got.sort(key=lambda g: g["index"])
+    acc = eval_accuracy([EvalBatch(*g["batch"]) for g in got], str(ev.get("metric")))
+    band = whole_eval_band([allowed(x) for x in near], [float(g["batch"][1]) for g in got], str(ev.get("metric")))
+    how = (f"on {devs.get('devices')} {devs.get('device')} device(s), " +
+           ("bit-exact" if exact else f"within the batches' near ties ({band:.2g} of accuracy)"))
+    if not abs(acc - float(logged[step])) <= band:
+      audit.add("FAIL", REEXECUTION, rel, f"the eval at step {step} evaluated again whole ({n} batch(es), seed {seed}) "
+                f"on the kept state {name} with the trainer's eval step {how}: accuracy {acc}, the log says "
+                f"{logged[step]}: the state does not reach the logged accuracy; {RETRAIN}"); return
+    done.append(step)
+  secs = time.perf_counter() - st
+  share = f"{secs:.1f} s" + (f" of a {max(deadline - st, 0):.0f} s share" if deadline is not None else
+                             f" ({budget.describe()})")
+  if not done:
+    audit.add("WARN", REEXECUTION, rel, f"not redone: the evals of the {len(states)} earlier kept state(s): the eval "
+              f"process was stopped with its process group at the end of its share ({share}) before it finished one; "
+              "give a larger --reexecute-budget"); return
+  cut = (f"; not redone: {len(states) - len(done)} of them, the eval process was stopped at the end of its share"
+         if stopped else "")
+  audit.add("PASS", REEXECUTION, rel, f"the evals of {len(done)} of {len(states)} earlier kept state(s) (drawn with "
+            f"seed {seed}; step {', '.join(map(str, done))}) evaluated again whole on their weights with the trainer's "
+            f"eval step {how}: the logged accuracies; {share}; {catch_chance(len(done), len(states))}{cut}")
+
+
 # ------------------------------------------------------------------------------------------------ all of it
 def reexecute(audit: Audit, base: Path, logs: list[Path], preprocessing: dict | None, hasher: Callable, *,
               seed: int | None = None, budget: Budget | float | str = DEFAULT_BUDGET_S,
@@ -267,6 +365,16 @@ def reexecute(audit: Audit, base: Path, logs: list[Path], preprocessing: dict | 
                           with_shards="shards" in parts)
   if "evals" not in parts: return
   for i, log in enumerate(logs):
-    # each log's share of what is left: its eval process is stopped at the end of it
-    deadline = None if end is None else time.perf_counter() + max(end - time.perf_counter(), 0.0) / (len(logs) - i)
-    reexecute_eval(audit, base, log, seed, budget, deadline, hasher, proven)
+    # each log's share of what is left: its eval process is stopped at the end of it; half of it for the evals of
+    # its earlier kept states, where it keeps any
+    now = time.perf_counter()
+    deadline = None if end is None else now + max(end - now, 0.0) / (len(logs) - i)
+    half = deadline if deadline is None or not _has_earlier(base, log) else now + (deadline - now) / 2
+    reexecute_eval(audit, base, log, seed, budget, half, hasher, proven)
+    reexecute_kept_evals(audit, base, log, seed, budget, deadline, hasher, proven)
+
+
+def _has_earlier(base: Path, log: Path) -> bool:
+  from mlperf_bert.train.record import read_record, record_path
+  try: return bool(_earlier_states(base, record_path(log), read_record(record_path(log))))
+  except UserError: return False

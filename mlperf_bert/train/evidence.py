@@ -55,18 +55,20 @@ def save_final_weights(trainer, path: str | os.PathLike, folder: Path) -> dict[s
           "sha256": file_digest(path, "sha256")}
 
 
-def load_final_weights(trainer, path: str | os.PathLike) -> None:
-  """The weights of save_final_weights into the trainer's model (UserError when they do not fit it)."""
+def load_final_weights(trainer, path: str | os.PathLike, prefix: str = "") -> None:
+  """The weights of save_final_weights into the trainer's model (UserError when they do not fit it); prefix "model/":
+  the model part of a kept training state (train/states.py), its other tensors left out."""
   from safetensors import SafetensorError, safe_open
   from tinygrad import Tensor
   targets = trainer.model.state_dict()
   try:
     with safe_open(str(path), framework="numpy") as f:
-      if set(f.keys()) != set(targets):
-        raise UserError(f"{path}: its tensors are not the model's ({len(set(f.keys()) ^ set(targets))} names differ); "
+      names = {k[len(prefix):]: k for k in f.keys() if k.startswith(prefix)}
+      if set(names) != set(targets):
+        raise UserError(f"{path}: its tensors are not the model's ({len(set(names) ^ set(targets))} names differ); "
                         "retrain (snakemake --forcerun train)")
       for k, t in targets.items():
-        arr = f.get_tensor(k)
+        arr = f.get_tensor(names[k])
         if tuple(arr.shape) != tuple(t.shape):
           raise UserError(f"{path}: {k} has shape {arr.shape}, the model's is {t.shape}; retrain (snakemake "
                           "--forcerun train)")
@@ -126,12 +128,14 @@ def export_audit_env(s: Settings, environ: MutableMapping[str, str]) -> list[str
 
 
 def reeval(record_file: str | os.PathLike, indices: list[int], devices: tuple[str, ...],
-           eval_set: str | os.PathLike | None = None, rel_eps: float | None = None
+           eval_set: str | os.PathLike | None = None, rel_eps: float | None = None,
+           state: str | os.PathLike | None = None, step: int | None = None
            ) -> Iterator[tuple[int, EvalBatch, list[float] | None]]:
   """Evaluate the batches `indices` (in that order) of a train record's last eval on its final weights with the
   trainer's own eval step, on `eval_set` (the audited tree's own; default: the file the record names), and with
-  `rel_eps` count each batch's near ties (near_ties; None: not counted). Call in a process that exported
-  export_audit_env before importing tinygrad."""
+  `rel_eps` count each batch's near ties (near_ties; None: not counted). `state` (a kept training state) and its
+  `step`: the eval logged at that step instead, on the model part of that state (its window: the evals before it, as
+  train/evaluation.py eval_at draws it). Call in a process that exported export_audit_env before importing tinygrad."""
   from mlperf_bert.data.shards import Shard
   from mlperf_bert.train.record import read_record
   from mlperf_bert.train.trainer import ModelTrainer, model_config
@@ -140,11 +144,13 @@ def reeval(record_file: str | os.PathLike, indices: list[int], devices: tuple[st
   s = audit_settings(rec["settings"])
   cfg = model_config(rp.parent / rec["bert_config"]["path"], s.model)
   trainer = ModelTrainer(cfg, s, devices, seed=s.seed)
-  load_final_weights(trainer, rp.parent / rec["final_weights"]["path"])
+  if state is None: load_final_weights(trainer, rp.parent / rec["final_weights"]["path"])
+  else: load_final_weights(trainer, state, prefix="model/")
   shard = Shard(eval_set if eval_set is not None else rp.parent / rec["eval_set"]["path"])
+  done = int(rec["last_eval"]["evals_done"]) if step is None else (int(step) - 1) // s.eval.step_freq
   try:
     want = set(indices)
-    inputs = {i: bm for i, bm in enumerate(eval_inputs(shard, s.eval, int(rec["last_eval"]["evals_done"])))
+    inputs = {i: bm for i, bm in enumerate(eval_inputs(shard, s.eval, done))
               if i in want}  # one pass over the eval's batches; the sample's only are kept
     for i in indices:
       c, t, a = trainer.evaluate(*inputs[i])
@@ -156,8 +162,8 @@ def reeval(record_file: str | os.PathLike, indices: list[int], devices: tuple[st
 
 def eval_worker(req: dict[str, Any], emit: Callable[[dict], None]) -> int:
   """The audit's eval worker (`python -m mlperf_bert reexecute-eval REQUEST.json`). REQUEST {"record", "indices",
-  "device", "devices", "eval_set", "rel_eps", "searched"}: emits one line with the devices used, then one per batch as
-  it is evaluated ({"index", "batch": [correct, total, accuracy], "near": near_ties or None}); a UserError, KeyError,
+  "device", "devices", "eval_set", "rel_eps", "searched"; for an earlier eval, "state" and "step": reeval's}: emits one
+  line with the devices used, then one per batch as it is evaluated ({"index", "batch": [correct, total, accuracy], "near": near_ties or None}); a UserError, KeyError,
   TypeError or ValueError is the CLI's {"error"} line and exit 1. Near ties are counted (with rel_eps) where the counts
   may differ from the run's: on other devices than the run's, or when the run searched its eval kernels ("searched")."""
   from mlperf_bert.machine import device_kind
@@ -168,6 +174,6 @@ def eval_worker(req: dict[str, Any], emit: Callable[[dict], None]) -> int:
   same = (device_kind(devices[0]), len(devices)) == (device_kind(req["device"]), int(req["devices"]))
   rel_eps = None if same and not req.get("searched") else req.get("rel_eps")  # else the counts must be equal
   for i, b, ties in reeval(req["record"], [int(i) for i in req["indices"]], devices, req.get("eval_set"),
-                           None if rel_eps is None else float(rel_eps)):
+                           None if rel_eps is None else float(rel_eps), req.get("state"), req.get("step")):
     emit({"index": i, "batch": b.as_list(), "near": ties})
   return 0

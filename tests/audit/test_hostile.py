@@ -287,3 +287,28 @@ def test_trainer_output_in_a_log_is_counted_and_over_4_mib_a_warn(red):
   assert [r.status for r in rows] == ["PASS", "WARN"]
   assert rows[1].check == "other lines" and rows[1].reason.startswith("10,486,812 bytes in 10,244 line(s) that are no "
                                                                       ":::MLLOG record: more than the 4 MiB")
+
+
+def test_half_the_time_with_the_cards_respelled_and_step_num_dropped_fails_on_time(red):
+  """tinycorp's v4.1 tinybox_red, every time x0.5, its cards spelled "radeon rx7900xtx 24GB" and every step_num
+  dropped from its evals: the cards are still the red box's, the steps come from the samples, and every log FAILs its
+  time rows (audit/step_band.py), through the CLI, one line each."""
+  desc = json.loads((red / "systems" / f"{SYSTEM}.json").read_text())
+  (red / "systems" / f"{SYSTEM}.json").write_text(json.dumps({**desc, "accelerator_model_name": "radeon rx7900xtx 24GB"}))
+  for p in sorted(bert(red).glob("result_*.txt")):
+    out, t0 = [], None
+    for line in p.read_text().splitlines():
+      if ":::MLLOG " in line:
+        r = json.loads(line.split(":::MLLOG ", 1)[1])
+        t0 = r["time_ms"] if t0 is None else t0
+        r["time_ms"] = round(t0 + 0.5 * (r["time_ms"] - t0))
+        r.get("metadata", {}).pop("step_num", None)
+        line = f":::MLLOG {json.dumps(r)}"
+      out.append(line + "\n")
+    p.write_text("".join(out))
+  rows, _ = audit_cli(red)
+  fails = find(rows, "time", "FAIL")
+  assert {r["subject"] for r in fails} == {f"{SYSTEM}/result_{i}.txt" for i in range(10)}, fails
+  assert all("radeon rx7900xtx 24GB" in r["reason"] and "the log trains faster than its hardware can" in r["reason"]
+             for r in fails), fails
+  assert any(r["reason"].startswith("run_start to run_stop") for r in fails), fails

@@ -5,7 +5,7 @@
 Two kinds of band file: one written here (its numbers are this test's, so the checks' logic is tested whatever the
 model predicts), and the repository's resources/predicted/steps.json, against which tinycorp's published logs must
 PASS (MLCommons accepted them) and their times scaled by 0.5 must FAIL."""
-import json, re, shutil
+import json, re, shutil, statistics
 
 import numpy as np
 import pytest
@@ -16,7 +16,9 @@ from mlperf_bert.audit.logs import read_log
 from mlperf_bert.audit.org import audit_submission
 from mlperf_bert.audit.rows import Audit
 from mlperf_bert.audit.segments import Segment
-from mlperf_bert.audit.step_band import check_step_band, known_platform, log_step_ms
+from mlperf_bert.audit.cards import card_count, card_key, match_cards
+from mlperf_bert.audit.run_time import interval_steps, log_evals, warmup_s
+from mlperf_bert.audit.step_band import LEAST_WARMUP, band_at, check_step_band, least_warmup
 from mlperf_bert.audit.times import check_times
 from mlperf_bert.constants import REPO, system_path
 from mlperf_bert.errors import UserError
@@ -139,23 +141,37 @@ def published(platform: str) -> list[tuple]:
           for org, bs in PLATFORMS[platform][2]]
 
 
-def scaled(org, system, logs, out, factor=0.5):
-  """A copy of the logs with every time_ms moved to t0 + factor (t - t0), t0 the log's first; the system.json kept."""
+def forged(org, system, logs, out, factor=0.5, edit=None, squeeze=0, name=None):
+  """A copy of the logs with every time_ms moved to t0 + factor (t - t0), t0 the log's first; `squeeze` > 0: the
+  first (n - 1) // 2 eval intervals (an eval_stop to the next eval_start) of each log cut to that share of their
+  length, every later event moved earlier by what they lost; `edit(record)` changes each record after; the system.json
+  kept, its accelerator_model_name set to `name` when given."""
   (out / "systems").mkdir(parents=True, exist_ok=True)
-  shutil.copy(org / "systems" / f"{system}.json", out / "systems")
+  desc = json.loads((org / "systems" / f"{system}.json").read_text())
+  if name is not None: desc["accelerator_model_name"] = name
+  (out / "systems" / f"{system}.json").write_text(json.dumps(desc))
   (out / "results" / system / "bert").mkdir(parents=True, exist_ok=True)
   for p in logs:
-    lines, t0 = [], None
-    for line in p.read_text().splitlines(keepends=True):
-      if ":::MLLOG " in line:
-        head, body = line.split(":::MLLOG ", 1)
-        rec = json.loads(body)
-        t0 = rec["time_ms"] if t0 is None else t0
-        rec["time_ms"] = round(t0 + factor * (rec["time_ms"] - t0))
-        line = f"{head}:::MLLOG {json.dumps(rec)}\n"
-      lines.append(line)
-    (out / "results" / system / "bert" / p.name).write_text("".join(lines))
+    recs = [json.loads(line.split(":::MLLOG ", 1)[1]) for line in p.read_text().splitlines() if ":::MLLOG " in line]
+    t0 = recs[0]["time_ms"]
+    for r in recs: r["time_ms"] = t0 + factor * (r["time_ms"] - t0)
+    if squeeze:
+      starts = [i for i, r in enumerate(recs) if r["key"] == "eval_start"]
+      pairs = [(a, min(b for b in starts if b > a)) for a, r in enumerate(recs)
+               if r["key"] == "eval_stop" and any(b > a for b in starts)]
+      lost = {b: (1 - squeeze) * (recs[b]["time_ms"] - recs[a]["time_ms"]) for a, b in pairs[:(len(pairs) - 1) // 2]}
+      shift = 0.0
+      for i, r in enumerate(recs):
+        shift += lost.get(i, 0.0); r["time_ms"] -= shift
+    for r in recs:
+      if edit: edit(r)
+      r["time_ms"] = round(r["time_ms"])
+    (out / "results" / system / "bert" / p.name).write_text("".join(f":::MLLOG {json.dumps(r)}\n" for r in recs))
   return out, sorted((out / "results" / system / "bert").glob("result_*.txt"))
+
+
+def scaled(org, system, logs, out, factor=0.5):
+  return forged(org, system, logs, out, factor)
 
 
 def band_rows(org, system, logs, predicted):
@@ -167,47 +183,174 @@ def band_rows(org, system, logs, predicted):
 def test_the_cards_of_tinycorps_boxes_are_known_and_no_others():
   for org, system in ((V41, "tinybox_green"), (V41, "tinybox_red"), (V50, "tinybox_green"),
                       (V50_MORE, "tinybox_red"), (V50_MORE, "tinybox_8xMI300X")):
-    assert known_platform(json.loads((org / "systems" / f"{system}.json").read_text())) == system
-  dell = FIXTURES / "mlcommons/v5.0/Dell/systems/1xXE9712x4GB200.json"
-  assert known_platform(json.loads(dell.read_text())) is None
+    assert match_cards(json.loads((org / "systems" / f"{system}.json").read_text())).platform == system
+  dell = match_cards(json.loads((FIXTURES / "mlcommons/v5.0/Dell/systems/1xXE9712x4GB200.json").read_text()))
+  assert dell.platform is None and dell.near is None and not dell.tinygrad
   green = json.loads(system_path(REPO, "tinybox_green").read_text())
-  assert known_platform({**green, "accelerators_per_node": "8"}) is None and known_platform({**green, "accelerators_"
-    "per_node": 6}) == "tinybox_green" and known_platform([]) is None
+  assert match_cards([]) is None and match_cards({**green, "accelerator_model_name": None}) is None
+  # one card however it is spelled, one count however it is written
+  for name in ("RTX4090", "GeForce RTX 4090 24GB", "nvidia geforce rtx 4090", "NVIDIA-GeForce-RTX-4090", "rtx 4090 24 GB"):
+    for count in (6, "6", " 6 ", 6.0, "6.0"):
+      assert match_cards({**green, "accelerator_model_name": name, "accelerators_per_node": count}).platform == \
+        "tinybox_green", (name, count)
+  assert match_cards({"accelerator_model_name": "MI300X 192 GB", "accelerators_per_node": 8}).platform == "tinybox_8xMI300X"
+  assert card_key("AMD Radeon RX 7900 XTX") == "rx7900xtx" and card_count(True) is None and card_count("6.5") is None
+  # another count, or another card near a known one: not known, and said to be near
+  for edit, near in (({"accelerators_per_node": "8"}, "NVIDIA GeForce RTX 4090 in 6 (tinybox_green)"),
+                     ({"accelerator_model_name": "GeForce RTX 4090 D"}, "tinybox_green"),
+                     ({"accelerator_model_name": "AMD Radeon RX 7900 XT"}, "AMD Radeon RX 7900 XTX in 6 (tinybox_red)")):
+    c = match_cards({**green, **edit})
+    assert c.platform is None and near in c.near, (edit, c)
 
 
 def test_the_step_times_are_read_as_the_published_figures_are():
-  """audit/step_band.py reads a log's step as tools/record_published_steps.py recorded the v5.0 figures."""
+  """audit/run_time.py reads a log's step, from its samples, as tools/record_published_steps.py recorded the v5.0
+  figures."""
   want = json.loads((REPO / "resources/published/tinycorp-v5.0-bert.json").read_text())["systems"]
-  for org, system, logs, _ in published("tinybox_green")[1:] + published("tinybox_red")[1:] + published("tinybox_8xMI300X"):
+  for org, system, logs, bs in published("tinybox_green")[1:] + published("tinybox_red")[1:] + published("tinybox_8xMI300X"):
     runs = {r["log"]: r for r in want[system]["runs"]}
     for p in logs:
-      ms, k = log_step_ms(read_log(p))
-      assert round(ms, 2) == runs[p.name]["step_ms"] and k == runs[p.name]["intervals"], (system, p.name)
+      per = interval_steps(log_evals(read_log(p), bs))
+      assert round(statistics.median(per), 2) == runs[p.name]["step_ms"] and len(per) == runs[p.name]["intervals"]
+
+
+def test_the_least_warmup_is_what_the_published_logs_give(tmp_path):
+  """resources/published/tinycorp-least-warmup.json (tools/record_least_warmup.py on every v4.1 and v5.0 log): the
+  logs held in the fixtures give the figures it holds for them, and none of them had less than its least."""
+  rec = json.loads(LEAST_WARMUP.read_text())["platforms"]
+  assert set(rec) == set(PLATFORMS)
+  for platform in PLATFORMS:
+    runs = {(r["round"], r["log"]): r["warmup_s"] for r in rec[platform]["runs"]}
+    assert rec[platform]["least_warmup_s"] == min(runs.values()) > 60
+    for (org, _, logs, bs), rnd in zip(published(platform), ("4.1", "5.0") if platform != "tinybox_8xMI300X" else ("5.0",)):
+      for p in logs:
+        w = warmup_s(read_log(p), bs)
+        assert w is None or round(w, 1) == runs[(rnd, p.name)], (platform, p.name)
+  assert least_warmup("tinybox_green") == (rec["tinybox_green"]["least_warmup_s"], "the least a published run of "
+                                           f"tinybox_green had, {rec['tinybox_green']['least_in']}")
+  assert least_warmup("tinybox_green", tmp_path / "none.json")[0] == 0.0
 
 
 @pytest.mark.parametrize("platform", list(PLATFORMS))
 def test_received_logs_pass_inside_the_band_and_fail_scaled_by_half(tmp_path, bands, platform):
   for i, (org, system, logs, bs) in enumerate(published(platform)):
     [(status, subject, why)] = band_rows(org, system, logs, bands)
-    assert status == "PASS" and subject == system and f"{len(logs)} log(s)' step times" in why, why
+    assert status == "PASS" and subject == system and f"{len(logs)} log(s), steps from the samples" in why, why
     assert f"{system} at BS {bs} is predicted" in why and f"systems/{system}.json" in why, why
     half, half_logs = scaled(org, system, logs, tmp_path / f"{i}" / "tinycorp")
     rows = band_rows(half, system, half_logs, bands)
-    assert [r[0] for r in rows] == ["FAIL"] * len(logs), rows
+    assert {r[0] for r in rows} == {"FAIL"} and {r[1] for r in rows} == {f"{system}/{p.name}" for p in logs}, rows
     step, low, high = TEST_BANDS[(platform, bs)]
-    assert re.fullmatch(rf"[\d.]+ ms a step logged \(the median of its \d+ eval intervals, an eval_stop to the next "
-                        rf"eval_start\); {system} at BS {bs} is predicted {step:.0f} ms \(band {low:.0f}-{high:.0f} "
-                        rf"ms, {re.escape(str(bands))}\) for its \d x [^:]+ in systems/{system}.json: the log trains "
-                        r"faster than its hardware can", rows[0][2]), rows[0][2]
+    said = (rf"{system} at BS {bs} is predicted {step:.0f} ms \(band {low:.0f}-{high:.0f} ms, {re.escape(str(bands))}\)"
+            rf": the log trains faster than its hardware can \(its \d x [^)]+ in systems/{system}.json\)")
+    assert re.fullmatch(rf"[\d.]+ ms a step in its eval intervals \(the 0.1 quantile of its \d+, each an eval_stop to "
+                        rf"the next eval_start, its steps from the samples\); {said}", rows[0][2]), rows[0][2]
+    assert re.fullmatch(rf"run_start to run_stop [\d.]+ min; its \d+ steps \(the last eval's epoch_num over "
+                        rf"global_batch_size {bs}\) at the band's low edge \({low:.1f} ms\), its \d+ evals of \d+ samples "
+                        rf"at the eval step's low edge \([\d.]+ s each\) and a warm-up of \d+ s \(the least a published "
+                        rf"run of {system} had, v[\d.]+ result_\d.txt\) take no less than [\d.]+ min; {said}",
+                        rows[1][2]), rows[1][2]
 
 
-def test_unknown_cards_or_batches_are_not_held(tmp_path, bands):
+def test_unknown_cards_are_not_held_and_a_batch_without_a_prediction_gets_one(tmp_path, bands):
   dell = FIXTURES / "mlcommons/v5.0/Dell"
   assert band_rows(dell, "1xXE9712x4GB200", sorted(dell.glob("results/*/bert/result_*.txt")), bands) == []
   org, system, logs, _ = published("tinybox_red")[0]
   write_bands(tmp_path / "other.json", {("tinybox_red", 96): TEST_BANDS[("tinybox_red", 96)]})
   [(status, subject, why)] = band_rows(org, system, logs, tmp_path / "other.json")
-  assert status == "SKIP" and "holds no prediction for tinybox_red at BS 66" in why, why
+  assert status == "PASS" and "tinybox_red at BS 66 is predicted 371 ms" in why and "(scaled per sample from the " \
+    "prediction at BS 96, the only one (none recorded at this batch))" in why, why
+
+
+def test_a_batch_without_a_prediction_gets_the_models_or_an_interpolated_one(tmp_path, bands):
+  # the repository's file: breakdowns on record, so the model's own scaling (tools/record_step_predictions.py scaled)
+  got = band_at("tinybox_green", 96)
+  assert got.how == "" and got.band == step_band("tinybox_green", 96)
+  e = next(p for p in json.loads(PREDICTED.read_text())["predictions"] if (p["platform"], p["global_bs"]) ==
+           ("tinybox_green", 96))
+  bd = e["breakdown_ms"]
+  want = (sum(v * 102 / 96 if k in ("matmul", "other", "copies") else v for k, v in bd.items()) * e["step_ms"]
+          / sum(bd.values()))
+  got = band_at("tinybox_green", 102)
+  assert got.band.step_ms == pytest.approx(want) and got.band.low_ms == pytest.approx(want * e["low_ms"] / e["step_ms"])
+  assert got.how.startswith("from the model at BS 102: the prediction at BS 96 with its kernels x 102/96"), got.how
+  # a file without breakdowns: per sample between the recorded batches, or beyond them
+  got = band_at("tinybox_green", 80, bands)
+  assert got.band.step_ms == pytest.approx(300 + (372 - 300) / 30 * 14) and got.how.startswith("interpolated per "
+                                                                                               "sample from the predictions at BS 66 and 96")
+  assert band_at("tinybox_green", 120, bands).how.startswith("extrapolated per sample")
+  assert band_at("tinybox_8xMI300X", 512, bands).band.step_ms == pytest.approx(950.0)
+  assert band_at("tinybox_8xMI300X", 2048, bands).band.step_ms == pytest.approx(1900.0)
+  assert band_at("cpu", 8, bands) is None
+
+
+def test_cards_near_known_ones_and_tinygrads_unknown_cards_are_time_on_trust(tmp_path, bands):
+  org, system, logs, _ = published("tinybox_green")[1]
+  for name, count, framework, says in (
+      ("GeForce RTX 4090 D", 6, None, "(card 'rtx4090d') is near cards the cost model predicts (NVIDIA GeForce RTX "
+                                      "4090 in 6 (tinybox_green)) but is not them"),
+      ("RTX 4090", 8, None, "8 x RTX 4090 in systems/tinybox_green.json (card 'rtx4090') is near cards"),
+      ("NVIDIA H100-SXM5-80GB", 6, "tinygrad 0.14", "a tinygrad submission whose cards the cost model does not know")):
+    out = tmp_path / name / "tinycorp"
+    shutil.copytree(org / "results", out / "results")
+    desc = json.loads((org / "systems" / f"{system}.json").read_text())
+    desc.update({"accelerator_model_name": name, "accelerators_per_node": count, **({"framework": framework}
+                                                                                  if framework else {})})
+    (out / "systems").mkdir(); (out / "systems" / f"{system}.json").write_text(json.dumps(desc))
+    [(status, subject, why)] = band_rows(out, system, logs, bands)
+    assert status == "WARN" and subject == system and says in why and "time on trust" in why, why
+
+
+# The issue's hostile cases on tinycorp's v5.0 tinybox_green logs (ruleset 5.0.0) against the repository's band: each
+# edit that halves the time FAILs every log with a row naming why; x0.88 and x0.86 lie inside the band (below).
+HOSTILE = {
+  "x0.5, accelerator_model_name RTX4090": (dict(name="RTX4090"), "ms a step in its eval intervals"),
+  "x0.5, GeForce RTX 4090 24GB": (dict(name="GeForce RTX 4090 24GB"), "ms a step in its eval intervals"),
+  "x0.5, nvidia geforce rtx 4090": (dict(name="nvidia geforce rtx 4090"), "run_start to run_stop"),
+  "the first (n-1)//2 intervals x0.1": (dict(factor=1.0, squeeze=0.1), "the 0.1 quantile of its"),
+  "x0.5, step_num halved": (dict(edit=lambda r: r["metadata"].update(step_num=r["metadata"]["step_num"] // 2)
+                                 if "step_num" in r["metadata"] else None), "whose step_num is not their eval's samples"),
+  "x0.5, global_batch_size 96 -> 102": (dict(edit=lambda r: r.update(value=102) if r["key"] == "global_batch_size"
+                                             else None), "is no whole number of global batches of 102"),
+  "x0.5, step_num dropped": (dict(edit=lambda r: r["metadata"].pop("step_num", None)), "run_start to run_stop"),
+}
+
+
+@pytest.mark.parametrize("case", list(HOSTILE))
+def test_hostile_edits_of_the_v50_green_logs_fail_naming_why(tmp_path, case):
+  kw, says = HOSTILE[case]
+  org, system, logs, _ = published("tinybox_green")[1]
+  fake, fake_logs = forged(org, system, logs, tmp_path / "tinycorp", **{"factor": 0.5, **kw})
+  rows = band_rows(fake, system, fake_logs, PREDICTED)
+  assert {r[0] for r in rows} == {"FAIL"} and {r[1] for r in rows} == {f"{system}/{p.name}" for p in logs}, rows
+  for p in logs:
+    assert any(says in r[2] for r in rows if r[1] == f"{system}/{p.name}"), (p.name, rows)
+  if "102" in case:
+    assert "tinybox_green at BS 102 is predicted" in rows[-1][2] and "from the model at BS 102" in rows[-1][2]
+
+
+def test_a_system_not_of_tinygrad_on_known_cards_counts_no_warmup(tmp_path):
+  """Other makers' 8 x MI300X (v5.0: AMD, Dell, MangoBoost, Oracle; no BERT among them) are the MI300X box's cards:
+  their steps are held to its band, but tinygrad's warm-up is not theirs."""
+  org, system, logs, _ = published("tinybox_green")[1]
+  fake, fake_logs = forged(org, system, logs, tmp_path / "tinycorp", 0.5)
+  desc = json.loads((fake / "systems" / f"{system}.json").read_text())
+  (fake / "systems" / f"{system}.json").write_text(json.dumps({**desc, "framework": "PyTorch NVIDIA Release 25.04"}))
+  rows = band_rows(fake, system, fake_logs, PREDICTED)
+  total = [r for r in rows if r[2].startswith("run_start to run_stop")]
+  assert len(total) == len(logs) and all("a warm-up of 0 s (its framework is not tinygrad: none counted)" in r[2]
+                                         for r in total), total
+
+
+@pytest.mark.parametrize("factor,least", [(1.0, 1.24), (0.88, 1.09), (0.86, 1.07)])
+def test_inside_the_band_the_whole_run_is_said_not_caught(tmp_path, factor, least):
+  """x0.88 and x0.86 of the v5.0 green logs PASS: the band's low edge is the prediction's -15 % (313.6 ms), the
+  honest runs' steps 378-385 ms and their whole runs 1.24-1.26x their floor, so the model cannot tell a run 12-14 %
+  faster from a real one without failing an honest run (docs/audit.md). The PASS row says how close each came."""
+  org, system, logs, _ = published("tinybox_green")[1]
+  fake, fake_logs = forged(org, system, logs, tmp_path / "tinycorp", factor)
+  [(status, _, why)] = band_rows(fake, system, fake_logs, PREDICTED)
+  assert status == "PASS" and f"their whole runs are {least:.2f}-" in why, why
 
 
 # ------------------------------------------------------------------------------------------------ the repository's band
@@ -232,7 +375,8 @@ def test_the_repository_band_fails_published_logs_scaled_down(tmp_path, platform
   """The same logs with every time scaled by `factor`: each FAILs against resources/predicted/steps.json."""
   for i, (org, system, logs, bs) in enumerate(published(platform)):
     fast, fast_logs = scaled(org, system, logs, tmp_path / f"{i}" / "tinycorp", factor)
-    assert [r[0] for r in band_rows(fast, system, fast_logs, PREDICTED)] == ["FAIL"] * len(logs), (platform, bs)
+    rows = band_rows(fast, system, fast_logs, PREDICTED)
+    assert {r[0] for r in rows} == {"FAIL"} and {r[1] for r in rows} == {f"{system}/{p.name}" for p in logs}, rows
 
 
 def test_red_v41_at_half_speed_fails_the_audit_with_its_score_halved(tmp_path):
@@ -244,4 +388,5 @@ def test_red_v41_at_half_speed_fails_the_audit_with_its_score_halved(tmp_path):
   assert round(audit.scores[f"tinycorp/{system}"]["score"], 2) == 198.66
   fails = [r for r in audit.rows if r.status == "FAIL"]
   assert fails and {r.check for r in fails} == {"time"}, fails
-  assert len(fails) == 10 and "tinybox_red at BS 66 is predicted" in fails[0].reason
+  assert {r.subject for r in fails} == {f"{system}/result_{i}.txt" for i in range(10)} and len(fails) == 20, fails
+  assert "tinybox_red at BS 66 is predicted" in fails[0].reason

@@ -90,6 +90,35 @@ def test_downgrades_fail_one_row_each(run, tmp_path):
   assert all(re.search(rf"PASS\s+chain\s+{re.escape(r)}\s+train record -> log", out) for r in (rel0, rel1)), out
 
 
+def test_an_earlier_accuracy_edited_and_resealed_fails_by_its_kept_states_eval(run, tmp_path):
+  """Seed 0's eval at step 20 (a kept state's, not the last) raised by 0.001 in its log and in its train record, the
+  provenance re-recorded: every record agrees and the last eval is untouched, but the eval of the kept state of step 20,
+  evaluated again whole on its weights, gives the accuracy the run logged: FAIL, naming the step and the state. (Before:
+  only the last eval was re-executed, and this passed.) Seed 1, honest, PASSes the same row."""
+  c = _copy(run, tmp_path / "wd")
+  was = []
+
+  def raise_first(log):
+    events = _events(log)
+    first = [e for e in events if e["key"] == "eval_accuracy"][0]
+    was.append(first["value"])
+    first["value"] = first["metadata"]["masked_lm_accuracy"] = round(first["value"] + 0.001, 6)
+    _write_events(log, events)
+  log0, rel0 = _forge(c, 0, lambda r: r["eval_accuracy"][0].__setitem__(1, round(was[0] + 0.001, 6)), raise_first)
+  _rerecord(c, [log0])
+  rc, out = c.audit("--no-dry-run", "--reexecute-parts", "evals", "--reexecute-budget", "1%", reexecute=True)
+  assert rc == 1, out
+  assert re.search(rf"PASS\s+chain\s+{re.escape(rel0)}\s+train record -> log: the log is byte for byte", out), out
+  _row(out, "PASS", "re-execution", rel0, r"1 of 1 batches of the last eval")   # the last eval is the run's
+  _row(out, "FAIL", "re-execution", rel0, rf"the eval at step 20 evaluated again whole \(1 batch\(es\), seed \d+\) on "
+       rf"the kept state results/cpu/result_bert_0\.states/state_00000020\.safetensors with the trainer's eval step on 1 "
+       rf"CPU device\(s\), bit-exact: accuracy {was[0]}, the log says {round(was[0] + 0.001, 6)}: the state does not "
+       r"reach the logged accuracy")
+  _row(out, "PASS", "re-execution", f"results/{PLATFORM}/result_bert_1.log", r"the evals of 1 of 1 earlier kept "
+       r"state\(s\) \(drawn with seed \d+; step 20\) evaluated again whole on their weights .* bit-exact: the logged "
+       r"accuracies; .* every one redone")
+
+
 def test_claimed_machine_and_device_fail(run, tmp_path):
   """Seed 0's record says 64 cores (its provenance, written on the same host, says the host has its CPUs), times x0.2;
   seed 1's says DEV "cpu" (tinygrad reads CPU) and GPU target CUDA:sm_89 (the cpu platform names none), times x0.05.

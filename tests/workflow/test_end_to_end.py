@@ -106,6 +106,10 @@ def test_clean_tree_audit_passes(run):
     assert re.search(rf"PASS\s+re-execution\s+results/{PLATFORM}/result_bert_{s}\.log\s+1 of 1 batches of the last "
                      rf"eval \(drawn with seed \d+\) evaluated on result_bert_{s}\.final\.safetensors with the trainer's "
                      r"eval step on 1 CPU device\(s\), float32, bit-exact as recorded", out), out
+    # and the eval of its earlier kept state (step 20), whole, on the state's weights
+    assert re.search(rf"PASS\s+re-execution\s+results/{PLATFORM}/result_bert_{s}\.log\s+the evals of 1 of 1 earlier "
+                     r"kept state\(s\) \(drawn with seed \d+; step 20\) evaluated again whole on their weights with the "
+                     r"trainer's eval step on 1 CPU device\(s\), bit-exact: the logged accuracies", out), out
 
 
 def test_provenance_records_name_every_shard_and_the_log(run):
@@ -631,9 +635,9 @@ def test_a_record_with_beam_8_is_audited_within_a_small_budget(run, tmp_path):
   rows = [l for l in out.splitlines() if re.match(r"(PASS|FAIL|WARN)\s+re-execution\s", l)]
   assert not [l for l in rows if l.startswith("FAIL")], rows
   for subject in ["shards"] + [f"results/{PLATFORM}/{l.name}" for l in c.logs]:
-    # the shards' row; a log's eval row and its training segments' row
+    # the shards' row; a log's eval row, its earlier kept states' evals' row and its training segments' row
     mine = [l for l in rows if l.split()[2] == subject]
-    assert len(mine) == (1 if subject == "shards" else 2), rows
+    assert len(mine) == (1 if subject == "shards" else 3), rows
     for row in mine:
       # redone in part (a fast machine), or not at all: either way the row says what was not redone
       assert "not redone: " in row or "every one redone" in row, row
@@ -644,5 +648,5 @@ def test_a_record_with_beam_8_is_audited_within_a_small_budget(run, tmp_path):
 # ---- the forgeries of a train record's claims (issue 42): tests/workflow/forged_claims.py, collected here (last) to
 # share this module's demo tree (its fixture `run`, built once)
 from forged_claims import test_bounds_sparse_states_and_a_symlink_loop, test_claimed_machine_and_device_fail, \
-  test_downgrades_fail_one_row_each, test_gpu_record_is_re_executed_on_this_cpu, test_nan_in_a_kept_state_fails, \
+  test_an_earlier_accuracy_edited_and_resealed_fails_by_its_kept_states_eval, test_downgrades_fail_one_row_each, test_gpu_record_is_re_executed_on_this_cpu, test_nan_in_a_kept_state_fails, \
   test_rehearsal_beside_the_demo_passes_config, test_sigterm_and_sigint_stop_the_workers_with_the_audit  # noqa: E402,F401
