@@ -54,11 +54,11 @@ def dress_files(platform_file: str | os.PathLike, bert_config: str | os.PathLike
   return result
 
 
-def run_dress(setup: DressSetup, bert_config, log=print) -> dict[str, Any]:
+def run_dress(setup: DressSetup, bert_config, log=print, second_batch: bool = True) -> dict[str, Any]:
   """The dress of a setup (set_up_dress): each depth measured, the answer summarized (report.summarize), its step
   predicted (cost/predict.py: answer["cost"]);
-  when it does not fit, a second batch size (half, a multiple of GPUS) measured the same way for the largest BS that
-  fits (memory is close to linear in BS)."""
+  when it does not fit (and `second_batch`), a second batch size (half, a multiple of GPUS) measured the same way for
+  the largest BS that fits (memory is close to linear in BS)."""
   from mlperf_bert.train.dress.measure import measure     # imports tinygrad: after the export
   from mlperf_bert.train.dress.report import summarize
   from mlperf_bert.train.cost.predict import predict_cost
@@ -73,7 +73,7 @@ def run_dress(setup: DressSetup, bert_config, log=print) -> dict[str, Any]:
 
   result = dress(setup)
   s = setup.settings
-  if result["fits"] is False:
+  if result["fits"] is False and second_batch:
     bs2 = max(s.gpus, s.batch_size // 2 // s.gpus * s.gpus)
     if bs2 == s.batch_size:
       result["largest_batch_size"] = 0
