@@ -8,7 +8,9 @@ what earlier dresses left in ~/.cache/tinygrad.
     .venv/bin/python bench/bench_sweep.py --fixture tests/fixtures/dress-sweep/tinybox_green-bs72-96.json
 
 --fixture also writes the sweep's rows and recommendation (no dress answers) as the fixture the history test reads
-(tests/train/test_dress_history.py: the planner's verdict beside each of tinygrad's batch changes).
+(tests/train/test_dress_history.py: the planner's verdict beside each of tinygrad's batch changes). --history FIXTURE
+dresses nothing: it prints that verdict for each commit of tests/fixtures/dress-tinygrad/ (mlperf_bert/train/dress/
+history.py), as docs/benchmarks.md's history table shows it.
 """
 import argparse, json, os, resource, subprocess, sys, tempfile, time
 from pathlib import Path
@@ -27,7 +29,10 @@ def main() -> int:
   ap.add_argument("--warm", action="store_true", help="keep tinygrad's own compile cache (default: a fresh one)")
   ap.add_argument("--out", type=Path, help="keep the sweep's JSON (and its picture beside it, .svg)")
   ap.add_argument("--fixture", type=Path, help="write the rows and recommendation as a test fixture")
+  ap.add_argument("--history", type=Path, metavar="FIXTURE", help="print the planner's verdict at each of tinygrad's "
+                  "dressed commits from a sweep fixture, and dress nothing")
   a = ap.parse_args()
+  if a.history: return history(a.history)
   print(describe())
   with tempfile.TemporaryDirectory(prefix="bench-sweep-") as tmp:
     out = a.out or Path(tmp) / "sweep.json"
@@ -59,6 +64,23 @@ def main() -> int:
       keep["recorded_by"] = "bench/bench_sweep.py " + " ".join(sys.argv[1:])
       a.fixture.write_text(json.dumps(keep, indent=1) + "\n")
       print(f"fixture: {a.fixture}")
+  return 0
+
+
+def history(fixture: Path) -> int:
+  """Each dressed commit of tinygrad's history: the batches of the sweep that fit its step, and the planner's pick."""
+  from mlperf_bert.train.dress.history import SLOPE_FROM, planner_verdict, verdict_text
+  from mlperf_bert.train.dress.report import CARDS
+  rows = json.loads(fixture.read_text())["rows"]
+  commits: dict[str, list] = {}
+  for f in sorted((REPO / "tests/fixtures/dress-tinygrad").glob("tinybox_green-*-bs*.json")):
+    rec = json.loads(f.read_text())
+    commits.setdefault(rec["tinygrad_commit"][:10], []).append(rec)
+  for c, recs in commits.items():
+    v = planner_verdict(recs, rows, CARDS["CUDA:sm_89"].usable, commits.get(SLOPE_FROM.get(c, "")))
+    worst = ", ".join(f"{bs} {w / 1e9:.2f}" for bs, w in v["worst"].items())
+    print(f"{c} FI {recs[0]['settings']['FREE_INTERMEDIATE']} dressed at BS {v['dressed']}: {verdict_text(v)}   "
+          f"(worst GB: {worst}{'; slope from ' + SLOPE_FROM[c] if c in SLOPE_FROM else ''})")
   return 0
 
 
