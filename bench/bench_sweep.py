@@ -48,7 +48,7 @@ def main() -> int:
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     for line in p.stderr.splitlines():
-      if line.startswith("sweep:"): print(line)
+      if line.startswith("sweep:") or "model built" in line or "(captured)" in line: print(line)
     print(p.stdout.rstrip())
     if p.returncode not in (0, 1) or not out.exists():
       print(p.stderr[-3000:], file=sys.stderr)

@@ -54,7 +54,9 @@ def test_with_nothing_eligible_there_is_no_pick_but_the_fastest_that_fits_is_nam
   rows = [_row(72, 19.6, 215.0, init_min=40.0), _row(90, 21.8, 205.0, init_min=40.0), _row(96, 24.7, 200.0)]
   rec = recommend(rows)
   assert rec["pick"] is None and rec["fastest_fitting"] == 1 and "BS 90, FREE_INTERMEDIATE 1 trains fastest" in rec["why"]
-  assert len(rec["others"]) == 3
+  loses = {o["index"]: o["loses"] for o in rec["others"]}
+  assert loses[0].endswith("; and trains 10.0 min slower than BS 90, FREE_INTERMEDIATE 1") and "slower" not in loses[1]
+  assert loses[2].startswith("does not fit") and "slower" not in loses[2]
   text = format_sweep({"platform": "p", "target": "CUDA:sm_89", "card": "RTX 4090", "sweep": {"BS": [72, 90, 96]},
                        "how": "hand-built", "eval_bs_rule": "follows BS", "rows": rows, "recommendation": rec})
   assert "recommended: none: no setting fits" in text and text.count(" OVER") == 2 and "  NO " not in text
@@ -144,3 +146,13 @@ def test_snakemake_dress_takes_the_sweep_from_config(tmp_path):
   assert "dress_sweep" not in r.stdout + r.stderr
   from mlperf_bert.train.hparams import check_types    # what workflow/scripts/dress_sweep.py makes of --config's strings
   assert check_types({"BS": "72"}, "x") == {"BS": 72}
+
+
+def test_batch_keys_share_one_process_and_a_tinygrad_key_does_not():
+  """BS and FREE_INTERMEDIATE leave tinygrad's environment alone (one process dresses them all); DEFAULT_FLOAT is read
+  at import, so each of its settings needs a process of its own."""
+  green, cfg = platform_path(REPO, "tinybox_green"), REPO / "resources/demo/bert_config.json"
+  _, setups, _ = sweep._setups(green, cfg, {"BS": [72, 96], "FREE_INTERMEDIATE": [0, 1]}, {}, None, (2, 4), False)
+  assert len({tuple(sorted(sweep._env(s).items())) for s in setups}) == 1
+  _, setups, _ = sweep._setups(green, cfg, {"DEFAULT_FLOAT": ["HALF", "float32"]}, {}, None, (2, 4), False)
+  assert len({tuple(sorted(sweep._env(s).items())) for s in setups}) == 2

@@ -111,8 +111,13 @@ def recommend(rows: list[dict[str, Any]]) -> dict[str, Any]:
     if fitting:
       f = min(fitting, key=key)
       out["fastest_fitting"] = f
-      out["why"] += (f"; of those that fit, {label(rows[f])} trains fastest "
-                     f"({rows[f]['time_to_train']['minutes']:g} min): the pick once INIT is within the limit")
+      best = rows[f]["time_to_train"]["minutes"]
+      out["why"] += (f"; of those that fit, {label(rows[f])} trains fastest ({best:g} min): the pick once INIT is "
+                     f"within the limit")
+      for o in others:   # among those that fit, what else each loses against it
+        t = rows[o["index"]]["time_to_train"]
+        if o["index"] != f and o["index"] in fitting and t["minutes"] > best:
+          o["loses"] += f"; and trains {t['minutes'] - best:.1f} min slower than {label(rows[f])}"
   return out
 
 
@@ -132,8 +137,8 @@ def format_sweep(ans: dict[str, Any]) -> str:
     lines.append(f"  card {ans['card']}: usable {_gb(card['usable_bytes'])} a device (margin {_gb(card['margin_bytes'])}); "
                  f"EVAL_BS {ans['eval_bs_rule']}")
   head = " ".join(f"{c:>7s}" if len(c) < 8 else f"{c[:5]:>7s}" for c in cols)
-  lines.append(f"{head} | fits worst GB spare GB peak at              | step ms eval ms | steps to target"
-               f" | time to train min (band) | INIT min")
+  lines.append(f"{head} | fits {'worst GB':>8s} {'spare GB':>8s} {'peak at':24s} | step ms eval ms | steps to target"
+               f" | {'time to train min (band)':24s} | INIT min")
   for r in rows:
     vals = {**r["setting"], "EVAL_BS": r["eval_batch_size"]}
     cells = " ".join(f"{str(vals.get(c, '')):>7s}" for c in cols)
