@@ -102,6 +102,10 @@ def test_the_picture_marks_what_does_not_fit_and_the_pick(tmp_path):
   batchplan.write_sweep_picture(tmp_path / "p.svg", ans)
   svg = (tmp_path / "p.svg").read_text()
   assert svg.startswith("<?xml") and "does not fit" in svg and "recommended" in svg and "BS (global batch)" in svg
+  rows = [_row(72, 19.6, 215.0, init_min=40.0), _row(90, 21.8, 205.0, init_min=40.0)]   # nothing within INIT's limit
+  batchplan.write_sweep_picture(tmp_path / "q.svg", {"platform": "p", "rows": rows, "recommendation": recommend(rows)})
+  svg = (tmp_path / "q.svg").read_text()
+  assert "INIT over the limit" in svg and "fastest that fits" in svg and "does not fit" not in svg
 
 
 @pytest.mark.slow
@@ -129,7 +133,7 @@ def test_a_two_point_sweep_end_to_end(tmp_path):
   assert lines[0].startswith("batch plan of cpu (CUDA:sm_89): 2 settings of BS") and \
     [l.split()[0] for l in lines[3:5]] == ["8", "16"]
   assert any(l.startswith("recommended: ") for l in lines)
-  assert "does not fit" in pic.read_text() and "measurements" not in ans["answers"][0]
+  assert "BS (global batch)" in pic.read_text() and "measurements" not in ans["answers"][0]
 
 
 def test_snakemake_dress_takes_the_sweep_from_config(tmp_path):

@@ -15,6 +15,7 @@ import os
 from typing import Any
 
 from mlperf_bert.train.cost.init import predict_init
+from mlperf_bert.train.dress.report import _gb
 
 PEAKS = {"train_peak": "train step", "eval_peak": "eval step", "train_after_eval_peak": "train step after an eval"}
 
@@ -58,9 +59,6 @@ def label(row: dict[str, Any]) -> str:
   """`BS 90, FREE_INTERMEDIATE 1`: the setting's swept keys."""
   return ", ".join(f"{k} {v}" for k, v in row["setting"].items() if k != "EVAL_BS" or "BS" not in row["setting"]) or \
     f"BS {row['batch_size']}"
-
-
-def _gb(n: float) -> str: return f"{n / 1e9:.2f} GB"
 
 
 def _blocker(row: dict[str, Any]) -> str | None:
@@ -179,14 +177,18 @@ def write_sweep_picture(out: str | os.PathLike, ans: dict[str, Any]) -> None:
     line = ax.errorbar(x, y, yerr=err, capsize=3, marker="o", label=name or "time to train")
     colour = line[0].get_color()
     for (i, r), xx, yy in zip(pts, x, y):
-      if r["fits"] is False: ax.plot([xx], [yy], "x", color="red", markersize=12, mew=2)
+      if r["fits"] is False: ax.plot([xx], [yy], "x", color="red", markersize=12, mew=2, zorder=4)
       elif r["init"] and not r["init"]["within_limit"]:
-        ax.plot([xx], [yy], "o", mfc="white", mec=colour, markersize=7)
-      if i == rec["pick"]: ax.plot([xx], [yy], "o", mfc="none", mec="green", markersize=16, mew=2)
-  ax.plot([], [], "x", color="red", markersize=10, mew=2, label="does not fit")
+        ax.plot([xx], [yy], "o", mfc="white", mec=colour, mew=2, markersize=9, zorder=4)
+      if i == rec["pick"]: ax.plot([xx], [yy], "o", mfc="none", mec="green", markersize=16, mew=2, zorder=5)
+      if i == rec.get("fastest_fitting"): ax.plot([xx], [yy], "o", mfc="none", mec="green", markersize=16, mew=1.5,
+                                                  zorder=5)
+  if any(r["fits"] is False for r in rows): ax.plot([], [], "x", color="red", markersize=10, mew=2, label="does not fit")
   if any(r["init"] and not r["init"]["within_limit"] for r in rows):
-    ax.plot([], [], "o", mfc="white", mec="grey", label="INIT over the limit")
+    ax.plot([], [], "o", mfc="white", mec="grey", mew=2, label="INIT over the limit")
   if rec["pick"] is not None: ax.plot([], [], "o", mfc="none", mec="green", markersize=12, mew=2, label="recommended")
+  if rec.get("fastest_fitting") is not None:
+    ax.plot([], [], "o", mfc="none", mec="green", markersize=12, mew=1.5, label="fastest that fits (INIT over)")
   ax.set_xlabel("BS (global batch)")
   ax.set_ylabel("predicted time to train (min)")
   ax.set_title(f"{ans['platform']}: time to train by batch (band: what the model cannot know)", fontsize=10)
