@@ -17,6 +17,7 @@ from typing import Any
 from mlperf_bert.train.cost.init import predict_init
 from mlperf_bert.train.dress.report import _gb
 
+SHORT = {"FREE_INTERMEDIATE": "FI"}   # the table's column of a key whose name is wider than the column
 PEAKS = {"train_peak": "train step", "eval_peak": "eval step", "train_after_eval_peak": "train step after an eval"}
 
 
@@ -133,8 +134,8 @@ def format_sweep(ans: dict[str, Any]) -> str:
            f"{' x '.join(keys)}, each dressed ({ans['how']})"]
   if card:
     lines.append(f"  card {ans['card']}: usable {_gb(card['usable_bytes'])} a device (margin {_gb(card['margin_bytes'])}); "
-                 f"EVAL_BS {ans['eval_bs_rule']}")
-  head = " ".join(f"{c:>7s}" if len(c) < 8 else f"{c[:5]:>7s}" for c in cols)
+                 f"EVAL_BS {ans['eval_bs_rule']}" + "".join(f"; {v} = {k}" for k, v in SHORT.items() if k in cols))
+  head = " ".join(f"{SHORT.get(c, c)[:7]:>7s}" for c in cols)
   lines.append(f"{head} | fits {'worst GB':>8s} {'spare GB':>8s} {'peak at':24s} | step ms eval ms | steps to target"
                f" | {'time to train min (band)':24s} | INIT min")
   for r in rows:
