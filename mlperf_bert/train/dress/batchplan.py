@@ -130,7 +130,7 @@ def format_sweep(ans: dict[str, Any]) -> str:
   keys = list(ans["sweep"])
   cols = [k for k in keys] + ([] if "EVAL_BS" in keys else ["EVAL_BS"])
   card = next((r for r in rows if r["usable_bytes"]), None)
-  lines = [f"batch plan of {ans['platform']} ({ans['target']}): {len(rows)} settings of "
+  lines = [f"batch plan of {ans['platform']} ({ans['target']}): {len(rows)} setting{'s' * (len(rows) != 1)} of "
            f"{' x '.join(keys)}, each dressed ({ans['how']})"]
   if card:
     lines.append(f"  card {ans['card']}: usable {_gb(card['usable_bytes'])} a device (margin {_gb(card['margin_bytes'])}); "

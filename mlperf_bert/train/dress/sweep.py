@@ -94,7 +94,7 @@ def sweep_files(platform_file: str | os.PathLike, bert_config: str | os.PathLike
   rows = [point_row(setting, a) for setting, a in zip(settings, answers)]
   first = answers[0]
   how = ("measured at {} and {} layers, extrapolated to {}".format(*setups[0].depths, setups[0].full_depth)
-         if len(setups[0].depths) == 2 else f"measured at {setups[0].depths[0]} layers")
+         if len(setups[0].depths) == 2 else f"measured at {setups[0].depths[0]} layer{'s' * (setups[0].depths[0] != 1)}")
   out: dict[str, Any] = {
     "platform": setups[0].platform, "target": setups[0].target, "card": (first.get("card") or {}).get("name"),
     "sweep": sweep, "fixed": overrides, "how": how,
