@@ -34,7 +34,8 @@ class Branch:
 
 
 BRANCHES = (
-  Branch("demo", "`config.yaml`: the text tarball, this project's trainer; targets `all`, `submission`, `dress`",
+  Branch("demo", "`config.yaml`: the text tarball, this project's trainer; targets `all`, `submission`, `dress` "
+         "(with a `dress_sweep`: the batch planner too)", config={"dress_sweep": {"BS": [8, 16]}},
          targets=("all", "submission", "dress")),
   Branch("tinygrad", "`config.yaml` with `trainer=tinygrad`: tinygrad's own trainer", config={"trainer": "tinygrad"}),
   Branch("mlperf", "`config/mlperf.yaml` with `platform=tinybox_green`: MLCommons' R2 storage (the text already "

@@ -95,6 +95,7 @@ def _cmd_dress(a) -> int:
   # the dress's tinygrad settings (DEV=NULL:<target>, BEAM 0, PARALLEL, the compiler's library) go into the
   # environment before tinygrad is imported: every input is checked first, and nothing is written on a bad one
   from mlperf_bert.train import dress
+  if a.sweep is not None: return _cmd_sweep(a)
   result = dress.dress_files(dress.find_platform_file(a.platform), a.bert_config or dress.DEFAULT_BERT_CONFIG,
                              layers=dress.parse_layers(a.layers), pair=dress.parse_pair(a.pair),
                              overrides=_parse_set(a.set), on_cpu=a.cpu, json_out=a.json, log=_log,
@@ -105,6 +106,22 @@ def _cmd_dress(a) -> int:
          f"(peak {max(result['memory']['peak'].values()) / 1e9:.2f} GB a device, usable "
          f"{result['card']['usable'] / 1e9:.2f} GB); the largest BS that fits is {result.get('largest_batch_size')}: "
          f"--set BS=<that>")
+    return 1
+  return 0
+
+
+def _cmd_sweep(a) -> int:
+  """dress --sweep: the batch planner (train/dress/sweep.py); 1 when no setting of the grid fits."""
+  from mlperf_bert.train import dress
+  from mlperf_bert.train.dress.sweep import parse_sweep, sweep_files
+  if a.timeline: raise UserError("--timeline with --sweep: the planner prints one row a setting; dress one setting "
+                                 "with --set and --timeline to see where its memory goes")
+  ans = sweep_files(dress.find_platform_file(a.platform), a.bert_config or dress.DEFAULT_BERT_CONFIG,
+                    parse_sweep(a.sweep), overrides=_parse_set(a.set), layers=dress.parse_layers(a.layers),
+                    pair=dress.parse_pair(a.pair), on_cpu=a.cpu, json_out=a.json, picture_out=a.picture, log=_log)
+  print(ans["table"])
+  if not any(r["fits"] for r in ans["rows"]) and any(r["fits"] is False for r in ans["rows"]):
+    _log(f"error: no setting of the sweep fits {ans['card']}'s memory; sweep smaller batches (--sweep BS=...)")
     return 1
   return 0
 
@@ -123,6 +140,10 @@ def _add_dress(sub) -> None:
   p.add_argument("--json", metavar="OUT", help="also write the figures as JSON")
   p.add_argument("--picture", metavar="FILE.svg", help="also draw each device's compute and copy queues over one "
                  "predicted train step as an SVG (a note when the answer holds no step timeline)")
+  p.add_argument("--sweep", nargs="+", metavar="KEY=V1,V2", help="the batch planner: dress every setting of the grid "
+                 "of these platform keys (e.g. BS=72,78,84,90,96 FREE_INTERMEDIATE=0,1; EVAL_BS follows BS where the "
+                 "platform ties them) and print one table, the recommended setting and why each other loses; "
+                 "--json and --picture then hold the sweep (docs/dress.md, \"Plan the batch\")")
   p.add_argument("--cpu", action="store_true", help="run the same steps on this machine's CPU instead (they execute: "
                  "small models only; what the NULL device's counts are checked against)")
   p.add_argument("--timeline", action="store_true", help="also print where each step's memory goes on the device that "

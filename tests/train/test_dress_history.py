@@ -51,3 +51,26 @@ def test_the_history_table_gives_each_fixture_s_figures_at_24_layers():
     spare = abs(r["spare"]) / 1e9
     assert row["the dress says"].startswith(f"fits, {spare:.2f} GB to spare" if r["fits"] else f"does not fit, {spare:.2f} GB over"), f.name
   assert len(rows) >= len(FIXTURES)
+
+
+SWEEP = REPO / "tests/fixtures/dress-sweep/tinybox_green-bs72-96.json"   # bench/bench_sweep.py --fixture
+
+
+def test_the_history_table_gives_the_planner_s_verdict_at_each_commit():
+  """Each row's "the planner at the commit" is history.planner_verdict of the commit's own dressed step (its memory)
+  and this project's sweep (the time to train by batch), and its agreement with the batch the commit chose."""
+  from mlperf_bert.train.dress.history import SLOPE_FROM, planner_verdict, verdict_text
+  from mlperf_bert.train.dress.report import CARDS
+  sweep = json.loads(SWEEP.read_text())
+  assert [r["batch_size"] for r in sweep["rows"]] == [72, 78, 84, 90, 96] and sweep["platform"] == "tinybox_green"
+  commits: dict[str, list] = {}
+  for f in FIXTURES:
+    rec = json.loads(f.read_text())
+    commits.setdefault(rec["tinygrad_commit"][:10], []).append(rec)
+  rows = _table()
+  for c, recs in commits.items():
+    v = planner_verdict(recs, sweep["rows"], CARDS["CUDA:sm_89"].usable, commits.get(SLOPE_FROM.get(c, "")))
+    mine = [r for r in rows if r["tinygrad commit (date, PR)"].startswith(f"`{c}`")]
+    assert mine, c
+    for r in mine:
+      assert r["the planner at the commit"].startswith(verdict_text(v)), (c, r["the planner at the commit"])

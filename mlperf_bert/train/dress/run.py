@@ -34,8 +34,7 @@ def dress_files(platform_file: str | os.PathLike, bert_config: str | os.PathLike
   setup = set_up_dress(platform_file, config_depth(bert_config), layers=layers, pair=pair, overrides=overrides,
                     on_cpu=on_cpu)
   # a setting that cannot fit by far, or cannot be launched, is refused here in seconds (bounds.py), not after minutes
-  check_dress_bounds(setup.settings, bert_config, setup.target, where=f"{setup.platform} on {setup.target}",
-                     layers=setup.full_depth if len(setup.depths) > 1 else setup.depths[0])
+  check_bounds(setup, bert_config)
   if "tinygrad" in sys.modules:
     raise UserError("the dress must export its tinygrad settings before tinygrad is imported, but this process "
                     "imported it already; run python -m mlperf_bert dress")
@@ -43,13 +42,9 @@ def dress_files(platform_file: str | os.PathLike, bert_config: str | os.PathLike
   from mlperf_bert.fileio import atomic_path
   from mlperf_bert.train.dress.report import format_table, format_timelines
   from mlperf_bert.train.footprint import dress_footprint  # the disk a run takes (its own module)
-  from mlperf_bert.train.cost.answer import add_time_to_train, cost_lines
+  from mlperf_bert.train.cost.answer import cost_lines
   result = run_dress(setup, bert_config, log=log)
-  from mlperf_bert.train.cost.init import beam_settings
-  from mlperf_bert.train.hparams import load_platform
-  plat = {**load_platform(platform_file), **(overrides or {})}
-  add_time_to_train(result, eval_step_freq=setup.settings.eval.step_freq, beam=beam_settings(plat),
-                    init_layers=int(plat.get("INIT_BERT_LAYERS") or 2))
+  add_costs(result, setup, platform_file, overrides)
   result["footprint"] = dress_footprint(setup.settings.replace(BERT_LAYERS=setup.full_depth), bert_config)
   result["table"] = "\n".join([format_table(result), *cost_lines(result), *result["footprint"]["lines"]]) + \
     ("\n" + format_timelines(result) if timeline else "")
@@ -62,11 +57,30 @@ def dress_files(platform_file: str | os.PathLike, bert_config: str | os.PathLike
   return result
 
 
-def run_dress(setup: DressSetup, bert_config, log=print) -> dict[str, Any]:
+def check_bounds(setup: DressSetup, bert_config: str | os.PathLike) -> None:
+  """A setting that cannot fit by far, or cannot be launched, refused in one line and in seconds (bounds.py), before
+  any capture."""
+  check_dress_bounds(setup.settings, bert_config, setup.target, where=f"{setup.platform} on {setup.target}",
+                     layers=setup.full_depth if len(setup.depths) > 1 else setup.depths[0])
+
+
+def add_costs(result: dict[str, Any], setup: DressSetup, platform_file: str | os.PathLike,
+              overrides: dict[str, Any] | None) -> None:
+  """The time to train and the INIT phase (priced from the BEAM searches of the platform's settings) added to a
+  dressed answer that predicts a step (train/cost/answer.py)."""
+  from mlperf_bert.train.cost.answer import add_time_to_train
+  from mlperf_bert.train.cost.init import beam_settings
+  from mlperf_bert.train.hparams import load_platform
+  plat = {**load_platform(platform_file), **(overrides or {})}
+  add_time_to_train(result, eval_step_freq=setup.settings.eval.step_freq, beam=beam_settings(plat),
+                    init_layers=int(plat.get("INIT_BERT_LAYERS") or 2))
+
+
+def run_dress(setup: DressSetup, bert_config, log=print, second_batch: bool = True) -> dict[str, Any]:
   """The dress of a setup (set_up_dress): each depth measured, the answer summarized (report.summarize), its step
   predicted (cost/predict.py: answer["cost"]);
-  when it does not fit, a second batch size (half, a multiple of GPUS) measured the same way for the largest BS that
-  fits (memory is close to linear in BS)."""
+  when it does not fit (and `second_batch`), a second batch size (half, a multiple of GPUS) measured the same way for
+  the largest BS that fits (memory is close to linear in BS)."""
   from mlperf_bert.train.dress.measure import measure     # imports tinygrad: after the export
   from mlperf_bert.train.dress.report import summarize
   from mlperf_bert.train.cost.predict import predict_cost
@@ -81,7 +95,7 @@ def run_dress(setup: DressSetup, bert_config, log=print) -> dict[str, Any]:
 
   result = dress(setup)
   s = setup.settings
-  if result["fits"] is False:
+  if result["fits"] is False and second_batch:
     bs2 = max(s.gpus, s.batch_size // 2 // s.gpus * s.gpus)
     if bs2 == s.batch_size:
       result["largest_batch_size"] = 0
