@@ -55,12 +55,16 @@ refuse_hash() {
 }
 
 stamp=".venv/.mlperf-bert-installed"
-want="$(cat pyproject.toml "$lock" | sha256sum | cut -c1-16) [$extras]"
+# the extras installed before stay (as pip's installs added to them): `bash scripts/setup.sh` after
+# `bash scripts/setup.sh test,tf` keeps test and tf; a fresh .venv (rm -rf .venv) drops them
+before=$(sed -n 's/.*\[\(.*\)\]$/\1/p' "$stamp" 2>/dev/null || true)
+all=$(echo "$before,$extras" | tr ',' '\n' | sed '/^$/d' | sort -u | paste -sd, -)
+want="$(cat pyproject.toml "$lock" | sha256sum | cut -c1-16) [$all]"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  echo "setup: installing $lock${extras:+ with extras [$extras]} into .venv" >&2
+  echo "setup: installing $lock${all:+ with extras [$all]} into .venv" >&2
   # the lock's lines of base, setup (uv, the build backend) and each extra asked for; each must name its sha256
   sel=.venv/lock-selected.txt
-  awk -v want=" base setup ${extras//,/ } " -v lock="$lock" -v extras="$extras" '
+  awk -v want=" base setup ${all//,/ } " -v lock="$lock" -v extras="$extras" '
     BEGIN { n = split(extras, ask, ",") }
     /^#/ || !NF { next }
     { i = index($0, "#"); groups = " " substr($0, i + 1) " "
