@@ -105,12 +105,15 @@ def selected(lock: dict[str, Locked], extras: list[str]) -> list[Locked]:
 # ---------------------------------------------------------------------------------------------------- refresh
 
 def _compile(uv: str, uv_args: list[str], python: str, src: list[Path], out: Path, constraint: Path | None,
-             extra: str | None = None, prefer: Path | None = None) -> dict[str, tuple[str, tuple[str, ...]]]:
-  """uv pip compile of `src` for one Python on PLATFORM, hashes generated: {canonical name: (version, hashes)}."""
+             extra: str | None = None, prefer: Path | None = None,
+             all_extras: bool = False) -> dict[str, tuple[str, str, tuple[str, ...]]]:
+  """uv pip compile of `src` (with one extra, or all) for one Python on PLATFORM, hashes generated, the pins of
+  `prefer` preferred: {canonical name: (name, version, sha256s)}."""
   if prefer is not None and prefer.is_file(): out.write_text(prefer.read_text())  # uv keeps an output file's pins
   cmd = [uv, "pip", "compile", *map(str, src), "--python-version", PYTHONS[python], "--python-platform", PLATFORM,
          "--generate-hashes", "--no-header", "--no-annotate", "-q", "-o", str(out), *uv_args]
-  if extra: cmd += ["--all-extras"] if extra == "--all" else ["--extra", extra]
+  if extra: cmd += ["--extra", extra]
+  if all_extras: cmd += ["--all-extras"]
   if constraint: cmd += ["-c", str(constraint)]
   p = subprocess.run(cmd, capture_output=True, text=True)
   if p.returncode != 0:
@@ -151,7 +154,7 @@ def refresh(repo: str | Path, uv: str, uv_args: list[str], pythons: list[str] | 
       setup_in = t / "setup.in"; setup_in.write_text("\n".join(SETUP_REQUIREMENTS) + "\n")
       # the package with all its extras, and setup's tools: one resolution, which each group's is constrained to
       full = _compile(uv, uv_args, py, [pyproject, setup_in], t / f"all-{py}.txt",
-                      constraint if py == here else None, extra="--all", prefer=prefer)
+                      constraint if py == here else None, prefer=prefer, all_extras=True)
       cons = t / f"cons-{py}.txt"; cons.write_text("".join(f"{n}=={v}\n" for n, v, _ in full.values()))
       member: dict[str, list[str]] = {k: [] for k in full}
       for g in groups + [SETUP]:
