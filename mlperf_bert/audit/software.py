@@ -88,7 +88,9 @@ def check_software(audit: Audit, base: Path, logs: list[Path], repo: Path) -> No
     try: now_text = here.read_text()
     except OSError: now_text = None
     if now_text == texts[digest]: continue
-    now = parse_lock(now_text, str(here)) if now_text is not None else {}
+    try: now = parse_lock(now_text, str(here)) if now_text is not None else {}
+    except UserError as e:
+      audit.add("FAIL", CHECK, LOCK_DIR, str(e)); return
     then = parse_lock(texts[digest], name)
     changed = [f"{then[k].name} {then[k].version} -> {now[k].version if k in now else 'absent'}"
                for k in sorted(then) if k not in now or now[k].version != then[k].version]

@@ -28,12 +28,12 @@ def checkout(tmp: Path, lock_text: str = LOCK) -> tuple[Path, str]:
   return repo, git(repo, "rev-parse", "HEAD")
 
 
-def tree(tmp: Path, commit: str, **versions) -> tuple[Path, list[Path]]:
+def tree(tmp: Path, commit: str, software: dict | None = None, **versions) -> tuple[Path, list[Path]]:
   base = tmp / "run"
   (base / "results/cpu").mkdir(parents=True)
   log = base / "results/cpu/result_bert_1.log"
   log.write_text(":::MLLOG {}\n")
-  rec = {"git": {"commit": commit, "dirty": False},
+  rec = {"git": {"commit": commit, "dirty": False}, "software": software or {},
          "versions": {"python": "3.11.7", "numpy": "2.4.6", "tokenizers": "0.23.3", "tinygrad": "0.14.0", **versions}}
   log.with_name("result_bert_1.provenance.json").write_text(json.dumps(rec))
   return base, [log]
@@ -88,3 +88,12 @@ def test_the_provenance_records_the_lock_and_what_differs_from_it():
   assert not {k for k in rec["differs"] if k.lower().replace("_", "-") in lock}, rec["differs"]
   assert not set(SHAPING) & set(rec["differs"])
   assert isinstance(rec["apt"], dict) and "clang" in rec["apt"], rec["apt"]
+
+
+def test_a_run_from_another_lock_than_its_commits_is_a_warning(tmp_path):
+  repo, commit = checkout(tmp_path)
+  audit = audit_of(*tree(tmp_path, commit, software={"lock_sha256": "f" * 64}), repo)
+  warns = [r.reason for r in audit.rows if r.status == "WARN"]
+  assert len(warns) == 1 and "an uncommitted lock" in warns[0] and "ffffffffffff" in warns[0], audit.rows
+  ok = audit_of(*tree(tmp_path / "b", commit, software={"lock_sha256": lock_digest(repo / "lock/py3.11.txt")}), repo)
+  assert [r.status for r in ok.rows] == ["PASS"], ok.rows
