@@ -1,7 +1,8 @@
 """Provenance of a result log: one JSON record beside it that says what produced it, from which bytes.
 
 `write_provenance` records the resolved config and platform file, the seed, the project's git commit and
-whether the tree was dirty, the versions of the software that matters, the md5 and sha256 of every input on
+whether the tree was dirty, the versions of the software that matters (and the lock's digest, every installed version
+that differs from the lock, the Debian packages' versions: software.py), the md5 and sha256 of every input on
 the log's chain (downloads, manifest, vocab, bert_config, initial weights, every shard, the eval set), the
 command line, host and platform, and the log's own hashes. `verify_provenance` re-hashes everything a record
 names and reports each difference; the audit of a workflow basedir calls it.
@@ -21,10 +22,11 @@ import yaml
 from mlperf_bert.constants import platform_path
 from mlperf_bert.errors import UserError
 from mlperf_bert.fileio import atomic_path
+from mlperf_bert.software import software_record
 
 PROVENANCE_SCHEMA = "mlperf-bert/provenance/1"
 PACKAGES = ("mlperf-bert", "tinygrad", "numpy", "snakemake", "mlperf-logging", "gdown", "tensorflow", "tensorflow-cpu",
-            "tokenizers", "safetensors", "jsonschema", "pyyaml", "matplotlib")
+            "tokenizers", "safetensors", "jsonschema", "pyyaml", "matplotlib", "numba")
 
 
 def hashes(path: str | os.PathLike, chunk: int = 1 << 22) -> dict[str, Any]:
@@ -167,6 +169,8 @@ def build_provenance_record(*, log_path, inputs: dict[str, Iterable], config: di
     "config": config,
     "git": git_state(repo_dir),
     "versions": versions(),
+    # the lock installed from (lock/py<X.Y>.txt, its sha256), what differs from it, the Debian packages (software.py)
+    "software": software_record(repo_dir),
     "inputs": {group: [file_record(p, basedir) for p in (paths if isinstance(paths, (list, tuple)) else [paths])]
                for group, paths in inputs.items()},
     "command": list(command) if isinstance(command, (list, tuple)) else str(command),

@@ -17,6 +17,7 @@ from mlperf_bert.audit.chain import check_chain, recorded_config, recorded_eval_
 from mlperf_bert.audit.logs import MLPerfLog, read_log
 from mlperf_bert.audit.rehearsal import rehearsal_config, rehearsal_settings_rows
 from mlperf_bert.audit.runs import check_provenance, provenance_path, run_config, runs_of
+from mlperf_bert.audit.software import check_software
 from mlperf_bert.audit.text import check_text
 from mlperf_bert.audit.untrusted import links_out
 from mlperf_bert.machine import this_machine
@@ -356,6 +357,8 @@ def audit_basedir(path: str | os.PathLike, *, ruleset: str = RULESET, strict: bo
   for log in logs:
     guarded(audit, "provenance", str(log.relative_to(base)), check_provenance, audit, base, log, runs[log][0], head,
             hasher, workflow_dir=wf, workdir=wd, note=runs[log][1])
+  # the versions that made each log against its commit's lock, and that lock against this checkout's (software.py)
+  guarded(audit, "software", str(base), check_software, audit, base, logs, wf)
   # md5 list -> text -> shard -> train record -> log: the download's md5s and what each producing process recorded
   guarded(audit, "chain", "results4", check_text, audit, base, hasher,
           now_cfg if now_cfg is not None else recorded_config(logs), wf)

@@ -13,7 +13,7 @@ import argparse, sys
 
 from mlperf_bert.errors import UserError
 from mlperf_bert.cli.audit import _add_audit, _add_workers
-from mlperf_bert.cli.data import _add_config, _add_data, _add_footprint
+from mlperf_bert.cli.data import _add_config, _add_data, _add_footprint, _add_lock
 from mlperf_bert.cli.train import _add_dress, _add_train
 
 # ---------------------------------------------------------------------------------------------------- main
@@ -23,6 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
   sub = p.add_subparsers(dest="command", required=True)
   _add_config(sub)
   _add_footprint(sub)
+  _add_lock(sub)
   _add_data(sub)
   _add_train(sub)
   _add_dress(sub)

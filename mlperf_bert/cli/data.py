@@ -8,6 +8,29 @@ from mlperf_bert.errors import UserError
 from mlperf_bert.cli.common import _log, _positive, _space_flag
 
 
+# ---------------------------------------------------------------------------------------------------- lock
+
+def _cmd_lock(a) -> int:
+  from mlperf_bert.constants import REPO
+  from mlperf_bert.envs import refresh_envs
+  from mlperf_bert.lock import refresh
+  a.uv_args = [x for x in a.uv_args if x != "--"]
+  for p in refresh(REPO, a.uv, a.uv_args, a.python or None, Path(a.constraint) if a.constraint else None) + \
+      refresh_envs(REPO, a.uv, a.uv_args):
+    print(p.relative_to(REPO))
+  return 0
+
+
+def _add_lock(sub) -> None:
+  p = sub.add_parser("lock", help="refresh the lock (lock/py*.txt) from pyproject.toml and envs/*.yaml from it "
+                     "(bash scripts/lock.sh runs it with pip's index settings)")
+  p.add_argument("--uv", default="uv", help="the uv executable (default: uv on PATH)")
+  p.add_argument("--python", action="append", help="lock only this Python (X.Y; repeatable; default: every one)")
+  p.add_argument("--constraint", help="a requirements file (e.g. pip freeze) whose versions the lock must take")
+  p.add_argument("uv_args", nargs=argparse.REMAINDER, help="after --: uv pip compile's index arguments")
+  p.set_defaults(func=_cmd_lock)
+
+
 # ---------------------------------------------------------------------------------------------------- data
 
 def _cmd_download(a) -> int:
