@@ -14,7 +14,9 @@ Each stage is timed where it runs (monkeypatched wrappers, CPU seconds: the mach
   Scheduler to a worker and unpickling each compiled program, whose UOps are new to this process);
 - the workers (RUSAGE_CHILDREN once the pool is ended): a fresh interpreter every 16 tasks, its imports and its first
   lowering's warm-up, and every candidate's full lowering and compile.
-NULL's runs take no time, so a wrapper returns a synthetic time that halves the gap a round (4 ** -depth ms) to make
+`--device CPU` runs the search on a device that loads and runs its programs (a probe: the platform gives only the
+shapes; the wrapper subtracts the runs' own times from _time_program's wall). NULL's runs take no time, so a wrapper
+returns a synthetic time that halves the gap a round (4 ** -depth ms) to make
 the search go 3 rounds as on a GPU; the times never choose anything measured.
 """
 from __future__ import annotations
@@ -33,7 +35,7 @@ def children_cpu() -> float:
   return r.ru_utime + r.ru_stime
 
 
-def measure(target: str, rows: int, gpus: int, width: int, seed: int, warm_n: int = 12) -> list[dict]:
+def measure(target: str, rows: int, gpus: int, width: int, seed: int, warm_n: int = 12, pick: tuple[str, ...] | None = None) -> list[dict]:
   from tinygrad.helpers import Context
   import tinygrad.codegen as cg
   from tinygrad.codegen.opt import search
@@ -46,8 +48,9 @@ def measure(target: str, rows: int, gpus: int, width: int, seed: int, warm_n: in
     return orig(sink, ren, beam)
   cg.apply_opts = hook
   rng = random.Random(seed)
+  pick = pick or PICK
   tried: list = []
-  stage = {"actions": 0.0, "time_program": 0.0, "candidates": 0, "timed": 0}
+  stage = {"actions": 0.0, "time_program": 0.0, "candidates": 0, "timed": 0, "time_program_wall_beside_runs": 0.0}
   real_actions, real_time = search.get_kernel_actions, search._time_program
   def actions(s, include_0=True, max_up=None):
     t = time.thread_time()
@@ -58,23 +61,27 @@ def measure(target: str, rows: int, gpus: int, width: int, seed: int, warm_n: in
       tried.extend(out.values())
     return out
   def timed(prg, var_vals, rawbufs, early_stop=None, **kw):
-    t = time.thread_time()
-    real_time(prg, var_vals, rawbufs, early_stop=early_stop, **kw)
+    t, w = time.thread_time(), time.perf_counter()
+    tms = real_time(prg, var_vals, rawbufs, early_stop=early_stop, **kw)
     stage["time_program"] += time.thread_time() - t
+    # a runnable device (--device CPU): the wall beside the runs themselves (tms are scaled to the full launch)
+    gs = getattr(prg.arg, "global_size", None)
+    factor = search.get_test_global_size(gs, 65536, var_vals)[1] if gs else 1
+    stage["time_program_wall_beside_runs"] += time.perf_counter() - w - sum(x for x in tms if x < float("inf")) / factor
     stage["timed"] += 1
     depth = len(getattr(prg.src[0].arg, "applied_opts", ()) or ())
     return [1e-3 * 4.0 ** -depth * (1 + 0.2 * rng.random())] * 3     # synthetic (module docstring)
   search.get_kernel_actions, search._time_program = actions, timed
   out = []
   for kind, label, build in kernels(rows, gpus=gpus):
-    if label not in PICK: continue
+    if label not in pick: continue
     seen.clear()
     with Context(BEAM=0): build()
     ast, ren = max(seen, key=lambda x: len(x[0].toposort()))     # the op's main kernel
     k = Scheduler(ast, ren)
     k.convert_loop_to_global()
     rawbufs, var_vals = args_from_ast(ast, ren.target.device)
-    for key in ("actions", "time_program", "candidates", "timed"): stage[key] = 0
+    for key in stage: stage[key] = 0
     tried.clear()
     c0, p0, m0, w0 = children_cpu(), time.process_time(), time.thread_time(), time.monotonic()
     search.beam_search(k, rawbufs, var_vals, width, disable_cache=True)
@@ -99,7 +106,8 @@ def measure(target: str, rows: int, gpus: int, width: int, seed: int, warm_n: in
                                 "search_process": round(1e3 * proc / n, 2), "workers": round(1e3 * workers / n, 2),
                                 "serial_beside_actions": round(1e3 * (proc - stage["actions"]) / n, 2),
                                 "warm_compile": round(1e3 * statistics.mean(warm), 2),
-                                "time_program_a_timed": round(1e3 * stage["time_program"] / nt, 2)}}
+                                "time_program_a_timed": round(1e3 * stage["time_program"] / nt, 2),
+                                "time_program_wall_beside_runs_a_timed": round(1e3 * stage["time_program_wall_beside_runs"] / nt, 2)}}
     print(f"{target} {kind:10s} {label:30s} {json.dumps(row['per_candidate_ms'])} n={n} wall {wall:.1f}s",
           file=sys.stderr, flush=True)
     out.append(row)
@@ -112,29 +120,35 @@ def main() -> int:
   ap.add_argument("--width", type=int, default=4, help="BEAM width of the measured searches (default 4)")
   ap.add_argument("--parallel", type=int, default=2, help="the pool's workers (PARALLEL; default 2, this machine's cores)")
   ap.add_argument("--seed", type=int, default=0)
+  ap.add_argument("--device", default=None, help="a runnable device instead of the platform's NULL target (CPU: its "
+                  "programs really loaded and run; the platform gives only the shapes)")
+  ap.add_argument("--pick", nargs="*", default=None, help="kernel labels (default: the four of PICK)")
   ap.add_argument("--out", type=Path, required=True)
   a = ap.parse_args()
   sys.path.insert(0, str(REPO))
   import yaml
   from mlperf_bert.train.dress.compilers import find_compiler, parse_target
   p = yaml.safe_load((REPO / "platforms" / a.platform / "platform.yaml").read_text())
-  target = p["DRESS_TARGET"]
-  ren, _ = parse_target(target, a.platform)
-  comp = find_compiler(ren, target, os.environ)
-  os.environ.update(comp.env)
-  os.environ.update(DEV=f"NULL:{target}", DEFAULT_FLOAT="HALF", BEAM="0", CACHELEVEL="0", PARALLEL=str(a.parallel))
+  target = p["DRESS_TARGET"] if a.device is None else a.device
+  if a.device is None:
+    ren, _ = parse_target(target, a.platform)
+    comp = find_compiler(ren, target, os.environ)
+    os.environ.update(comp.env)
+    describe = comp.describe
+  else: describe = f"tinygrad's own for {a.device}"
+  os.environ.update(DEV=f"NULL:{target}" if a.device is None else a.device, DEFAULT_FLOAT="HALF", BEAM="0", CACHELEVEL="0", PARALLEL=str(a.parallel))
   # the synthetic times (4 ** -depth ms) end the search in its 3rd or 4th round at BEAM_MIN_PROGRESS 5 us
   os.environ["BEAM_MIN_PROGRESS"] = "5"
   for k in ("BEAM_UPCAST_MAX", "BEAM_LOCAL_MAX", "BEAM_UOPS_MAX"):
     if k in p: os.environ[k] = str(p[k])
   gpus, bs = int(p["GPUS"]), int(p["BS"])
   t0 = time.monotonic()
-  rows = measure(target, bs // gpus, gpus, a.width, a.seed)
+  rows = measure(target, bs // gpus, gpus, a.width, a.seed, pick=tuple(a.pick) if a.pick else None)
   n = sum(r["candidates"] for r in rows)
   from importlib.metadata import version
   per = lambda key: round(statistics.mean(r["per_candidate_ms"][key] for r in rows), 2)   # a kernel's mean
   rec = {"schema": "mlperf-bert/beam-host/1", "recorded_by": "tools/measure_beam_host.py", "platform": a.platform,
-         "target": target, "compiler": comp.describe, "tinygrad_version": version("tinygrad"), "width": a.width,
+         "target": target, "compiler": describe, "tinygrad_version": version("tinygrad"), "width": a.width,
          "parallel": a.parallel, "machine": {"cpu": _cpu(), "cores": os.cpu_count()}, "date": time.strftime("%Y-%m-%d"),
          "wall_s": round(time.monotonic() - t0, 1), "candidates": n,
          # means over the kernels (each kernel's seconds over its candidates)
