@@ -16,8 +16,8 @@ Each stage is timed where it runs (monkeypatched wrappers, CPU seconds: the mach
   lowering's warm-up, and every candidate's full lowering and compile.
 `--device CPU` runs the search on a device that loads and runs its programs (a probe: the platform gives only the
 shapes; the wrapper subtracts the runs' own times from _time_program's wall). NULL's runs take no time, so a wrapper
-returns a synthetic time that halves the gap a round (4 ** -depth ms) to make
-the search go 3 rounds as on a GPU; the times never choose anything measured.
+returns a synthetic time, 4 ** -depth ms (a quarter a round), to make
+the search go 3-4 rounds as on a GPU; the times never choose anything measured.
 """
 from __future__ import annotations
 import argparse, json, os, random, resource, statistics, sys, time

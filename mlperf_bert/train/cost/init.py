@@ -18,6 +18,10 @@ limit (closed: init < 30 min; constants.INIT_LIMIT_MIN). Every term and its sour
   process), its candidates' compiles (a worker pool of PARALLEL = the host's CPU threads, imap_unordered) and their
   timed runs and the pool's pickles (serial, overlapping the compiles: RUNS runs a candidate at the test size, each at
   the step-time model's time plus RUN_OVERHEAD_US on the GPU).
+  Candidates a round, a parent's expansion and a compile's CPU seconds (rounds 1-2, and rounds 3-6 down random
+  chains: a deeper candidate's piled-up opts make more code) are SAMPLED by kind on this machine with the
+  target's real compiler (tools/record_beam_samples.py, resources/beam-samples/<platform>.json); their standard
+  errors make the band.
 - **The search's own process, a candidate** (serial): MEASURED in tinygrad 0.14's real `beam_search` on this machine
   (tools/measure_beam_host.py, resources/beam-host/<platform>.json: its own spawn pool, CACHELEVEL=0, the target's
   compiler, NULL runs): the process's CPU seconds beside get_kernel_actions (priced a parent above), i.e. the pool's
@@ -26,10 +30,6 @@ limit (closed: init < 30 min; constants.INIT_LIMIT_MIN). Every term and its sour
   runner, buffers, 3 runs) and loop. (The same record holds the workers' CPU seconds a candidate, within the noise of
   the same candidates compiled in a warm process: the sampled compiles are kept.) A target without that record takes
   the sample tool's pickles + timed runs' host (smaller: there the program's UOps were already in the process).
-  Candidates a round, a parent's expansion and a compile's CPU seconds (rounds 1-2, and rounds 3-6 down random
-  chains: a deeper candidate's piled-up opts make more code) are SAMPLED by kind on this machine with the
-  target's real compiler (tools/record_beam_samples.py, resources/beam-samples/<platform>.json); their standard
-  errors make the band.
 - **Rounds**: the step-time model gives the kernel's unoptimized time (one thread a block, no tensor cores: where the
   search starts) and its BEAM'd time; each round closes the gap by ROUND_GAIN (the median amount of tinygrad's action
   list), until the platform's BEAM_MIN_PROGRESS stops it.
