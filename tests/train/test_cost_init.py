@@ -107,3 +107,40 @@ def test_the_recorded_init_of_tinygrads_e0139fa_step_is_what_the_model_gives(pla
   assert new["limit_min"] == INIT_LIMIT_MIN["closed"]
   held = held_against_tinycorp(platform)
   assert held["predicted_min"] == old["minutes"] and held["measured_min"] == r["measured_init_min"]
+
+
+def test_the_searchs_serial_seconds_a_candidate_come_from_the_real_search_where_measured(tmp_path):
+  """A target with a tools/measure_beam_host.py record prices a candidate's serial seconds (the search's own process,
+  beside the parents' actions) from it; a target without one keeps the sample tool's pickles + timed runs' host."""
+  from mlperf_bert.train.cost.init import HOST_DIR, measured_host
+  rec = json.loads((HOST_DIR / "tinybox_green.json").read_text())
+  assert measured_host("CUDA:sm_89") == rec["serial_beside_actions_ms"] / 1e3 > 0
+  costs, _ = load_samples("CUDA:sm_89")
+  assert {k: c.ipc_s for k, c in costs.items()} == {k: rec["serial_beside_actions_ms"] / 1e3 for k in costs}
+  assert measured_host("CUDA:sm_89", folder=tmp_path) is None
+  sampled, _ = load_samples("CUDA:sm_90")     # dev_1gpu: no record of the real search
+  assert all(0 < c.ipc_s < rec["serial_beside_actions_ms"] / 1e3 for c in sampled.values())
+
+
+@pytest.mark.slow
+def test_the_real_beam_search_is_measured_stage_by_stage():
+  """tools/measure_beam_host.py runs tinygrad's own beam_search (its spawn pool, nvrtc) on an add for sm_89 and
+  splits the search process's CPU seconds: every candidate tinygrad built is counted, each timed one went through
+  _time_program, the workers' seconds are counted (seconds; a subprocess: DEV at import)."""
+  from mlperf_bert.train.dress.compilers import find_compiler
+  try: comp = find_compiler("CUDA", "CUDA:sm_89", os.environ)
+  except Exception as e: pytest.skip(f"no nvrtc: {e}")
+  code = (
+    "import json, sys; sys.path.insert(0, 'tools'); import measure_beam_host as m\n"
+    "from tinygrad import Tensor, dtypes\n"
+    "m.kernels = lambda *a, **k: [('all-reduce', 'add', lambda: (Tensor.empty(4096, dtype=dtypes.half) + Tensor.empty(4096, dtype=dtypes.half)).realize())]\n"
+    "m.PICK = ('add',)\n"
+    "print(json.dumps(m.measure('CUDA:sm_89', 1, 1, 2, 0, warm_n=2)))\n")
+  env = {**os.environ, **comp.env, "DEV": "NULL:CUDA:sm_89", "CACHELEVEL": "0", "PARALLEL": "2", "BEAM_MIN_PROGRESS": "5",
+         "DEFAULT_FLOAT": "HALF", "PYTHONPATH": str(REPO)}
+  p = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+  assert p.returncode == 0, p.stderr[-2000:]
+  (row,) = json.loads(p.stdout.strip().splitlines()[-1])
+  assert row["candidates"] > 0 and 0 < row["timed"] <= row["candidates"]
+  assert row["main_thread_cpu_s"] >= row["actions_cpu_s"] + row["time_program_cpu_s"] > 0
+  assert row["workers_cpu_s"] > 0 and row["pool_threads_cpu_s"] > 0 and len(row["warm_compile_s"]) == 2

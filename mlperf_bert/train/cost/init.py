@@ -17,11 +17,19 @@ limit (closed: init < 30 min; constants.INIT_LIMIT_MIN). Every term and its sour
   under BEAM_MIN_PROGRESS or gains less than it. A round costs its parents' action expansion (serial, the search's
   process), its candidates' compiles (a worker pool of PARALLEL = the host's CPU threads, imap_unordered) and their
   timed runs and the pool's pickles (serial, overlapping the compiles: RUNS runs a candidate at the test size, each at
-  the step-time model's time plus RUN_OVERHEAD_US on the GPU, their host side sampled on NULL).
+  the step-time model's time plus RUN_OVERHEAD_US on the GPU).
   Candidates a round, a parent's expansion and a compile's CPU seconds (rounds 1-2, and rounds 3-6 down random
   chains: a deeper candidate's piled-up opts make more code) are SAMPLED by kind on this machine with the
   target's real compiler (tools/record_beam_samples.py, resources/beam-samples/<platform>.json); their standard
   errors make the band.
+- **The search's own process, a candidate** (serial): MEASURED in tinygrad 0.14's real `beam_search` on this machine
+  (tools/measure_beam_host.py, resources/beam-host/<platform>.json: its own spawn pool, CACHELEVEL=0, the target's
+  compiler, NULL runs): the process's CPU seconds beside get_kernel_actions (priced a parent above), i.e. the pool's
+  task and result handler threads (each candidate's Scheduler pickled, each compiled program's new UOps unpickled,
+  a replacement worker spawned every 16 tasks) and the main thread's _time_program host side (call built, linked,
+  runner, buffers, 3 runs) and loop. (The same record holds the workers' CPU seconds a candidate, within the noise of
+  the same candidates compiled in a warm process: the sampled compiles are kept.) A target without that record takes
+  the sample tool's pickles + timed runs' host (smaller: there the program's UOps were already in the process).
 - **Rounds**: the step-time model gives the kernel's unoptimized time (one thread a block, no tensor cores: where the
   search starts) and its BEAM'd time; each round closes the gap by ROUND_GAIN (the median amount of tinygrad's action
   list), until the platform's BEAM_MIN_PROGRESS stops it.
@@ -42,6 +50,8 @@ from mlperf_bert.train.cost.hardware import BOXES
 from mlperf_bert.train.cost.kernel import kernel_time
 
 SAMPLES_DIR = Path(__file__).resolve().parents[3] / "resources" / "beam-samples"
+# tools/measure_beam_host.py's records: the real beam_search's serial and cold-worker seconds a candidate (docstring)
+HOST_DIR = Path(__file__).resolve().parents[3] / "resources" / "beam-host"
 # tools/record_init_searches.py's records: tinygrad's own e0139fa step priced by this model beside tinycorp's v5.0 INIT
 RECORDS = Path(__file__).resolve().parents[3] / "resources" / "predicted" / "init-e0139fa-{platform}.json"
 SEARCH_KINDS = ("all-reduce", "matmul", "other")
@@ -142,6 +152,7 @@ class KindCost:
 def load_samples(target: str, path: Path | None = None) -> tuple[dict[str, KindCost], dict[str, Any]]:
   """The per-kind costs of a target's sample record (tools/record_beam_samples.py)."""
   files = [path] if path else sorted(SAMPLES_DIR.glob("*.json"))
+  measured = measured_host(target)
   for f in files:
     rec = json.loads(Path(f).read_text())
     if rec["target"] != target: continue
@@ -155,15 +166,26 @@ def load_samples(target: str, path: Path | None = None) -> tuple[dict[str, KindC
       pp = [k["round2_candidates"] / k["round2_parents"] for k in ks if k["round2_parents"]]
       se = lambda xs: statistics.stdev(xs) / math.sqrt(len(xs)) if len(xs) > 1 else 0.0
       spawn = statistics.median(rec.get("worker_spawn_s") or [0.0]) / TASKS_PER_WORKER
+      serial = (statistics.mean(ipc) if ipc else 0.0) + (statistics.mean(host) if host else 0.0)
+      if measured is not None: serial = measured
       depths = sorted({int(d) for k in ks for d in k.get("deep_compile_s", {})})
       deeper = tuple(statistics.mean(x for k in ks for x in k["deep_compile_s"].get(str(d), [])) + spawn for d in depths)
       out[kind] = KindCost(statistics.mean(r1), statistics.mean(pp) if pp else 0.0,
                            statistics.mean(k["actions_s_per_parent"] for k in ks), statistics.mean(comp) + spawn,
-                           se(comp), (statistics.mean(ipc) if ipc else 0.0) + (statistics.mean(host) if host else 0.0),
+                           se(comp), serial,
                            se(r1), se(pp), len(comp), deeper)
     return out, rec
   raise UserError(f"{SAMPLES_DIR}: no BEAM sample record of {target}; run tools/record_beam_samples.py "
                           f"--platform <platform of {target}> --out {SAMPLES_DIR}/<platform>.json")
+
+
+def measured_host(target: str, folder: Path = HOST_DIR) -> float | None:
+  """tools/measure_beam_host.py's record of `target`: the real search's serial CPU s a candidate beside its parents'
+  actions (its kernels' mean); None where not recorded."""
+  for f in sorted(folder.glob("*.json")):
+    rec = json.loads(f.read_text())
+    if rec["target"] == target: return rec["serial_beside_actions_ms"] / 1e3
+  return None
 
 
 def search_seconds(p: Program, cost: KindCost, target: str, beam: BeamSettings) -> tuple[float, int, float]:
