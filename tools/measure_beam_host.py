@@ -25,7 +25,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tools"))
-from record_beam_samples import kernels, _cpu  # noqa: E402
+from record_beam_samples import kernels, record_kernel_asts, _cpu  # noqa: E402
 
 PICK = ("chunk add, ffn weight / gpus", "ffn up", "layernorm's variance", "gelu")
 
@@ -41,12 +41,7 @@ def measure(target: str, rows: int, gpus: int, width: int, seed: int, warm_n: in
   from tinygrad.codegen.opt import search
   from tinygrad.codegen.opt.postrange import Scheduler, args_from_ast
   from tinygrad.engine.worker import terminate_worker_pool
-  seen: list = []
-  orig = cg.apply_opts
-  def hook(sink, ren, beam=0):
-    if sink.tag is None: seen.append((sink, ren))
-    return orig(sink, ren, beam)
-  cg.apply_opts = hook
+  seen = record_kernel_asts(cg)
   rng = random.Random(seed)
   pick = pick or PICK
   tried: list = []

@@ -48,17 +48,24 @@ def kernels(rows: int, hidden: int = 1024, ffn: int = 4096, heads: int = 16, seq
 DEEPEST = 6
 
 
-def sample(target: str, rows: int, gpus: int, per_kernel: int, seed: int, deep: int = 2) -> dict:
-  from tinygrad.helpers import Context
-  import tinygrad.codegen as cg
-  from tinygrad.codegen.opt.postrange import Scheduler, args_from_ast
-  from tinygrad.codegen.opt import search
+def record_kernel_asts(cg) -> list:
+  """The (AST, renderer) of every kernel tinygrad optimizes from now on in this process, in order: tinygrad's
+  codegen.apply_opts wrapped (a kernel's AST is untagged; the list is cleared by its caller between kernels)."""
   seen: list = []
   orig = cg.apply_opts
   def hook(sink, ren, beam=0):
     if sink.tag is None: seen.append((sink, ren))
     return orig(sink, ren, beam)
   cg.apply_opts = hook
+  return seen
+
+
+def sample(target: str, rows: int, gpus: int, per_kernel: int, seed: int, deep: int = 2) -> dict:
+  from tinygrad.helpers import Context
+  import tinygrad.codegen as cg
+  from tinygrad.codegen.opt.postrange import Scheduler, args_from_ast
+  from tinygrad.codegen.opt import search
+  seen = record_kernel_asts(cg)
   rng = random.Random(seed)
   out = []
   for kind, label, build in kernels(rows, gpus=gpus):

@@ -13,17 +13,14 @@ seconds the capture took on this machine (the INIT process outside the searches)
 with its searches keyed as its own tinygrad (0.11.0 at e0139fa) keys them and as 0.14 does, this project's as 0.14.
 """
 from __future__ import annotations
-import argparse, dataclasses, importlib.util, json, resource, sys, time
+import argparse, dataclasses, json, resource, sys, time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _census():
-  spec = importlib.util.spec_from_file_location("program_census", REPO / "tools" / "program_census.py")
-  mod = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(mod)
-  return mod
+sys.path.insert(0, str(REPO / "tools"))
+from predict_tinygrad_step import _census  # noqa: E402  (tools/program_census.py, loaded from its file)
 
 
 def main() -> int:

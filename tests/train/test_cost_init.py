@@ -58,12 +58,17 @@ def test_the_platforms_beam_settings_are_read():
   assert beam_settings({}) == BeamSettings(0, 0.01)
 
 
+def _nvrtc_or_skip():
+  """sm_89's compiler (PyPI's nvrtc), or the test skips naming what is missing."""
+  from mlperf_bert.train.dress.compilers import find_compiler
+  try: return find_compiler("CUDA", "CUDA:sm_89", os.environ)
+  except Exception as e: pytest.skip(f"no nvrtc: {e}")
+
+
 def test_the_search_pricing_counts_tinygrads_own_candidates_for_a_small_kernel():
   """A 64 x 64 half matmul and an add for sm_89 (nvrtc): the sample tool's round-1 count is len(get_kernel_actions),
   tinygrad's own list, and a compiled candidate's CPU seconds are recorded (seconds; a subprocess: DEV at import)."""
-  from mlperf_bert.train.dress.compilers import find_compiler
-  try: comp = find_compiler("CUDA", "CUDA:sm_89", os.environ)
-  except Exception as e: pytest.skip(f"no nvrtc: {e}")
+  comp = _nvrtc_or_skip()
   code = (
     "import json, sys; sys.path.insert(0, 'tools'); import record_beam_samples as r\n"
     "from tinygrad import Tensor, dtypes\n"
@@ -127,9 +132,7 @@ def test_the_real_beam_search_is_measured_stage_by_stage():
   """tools/measure_beam_host.py runs tinygrad's own beam_search (its spawn pool, nvrtc) on an add for sm_89 and
   splits the search process's CPU seconds: every candidate tinygrad built is counted, each timed one went through
   _time_program, the workers' seconds are counted (seconds; a subprocess: DEV at import)."""
-  from mlperf_bert.train.dress.compilers import find_compiler
-  try: comp = find_compiler("CUDA", "CUDA:sm_89", os.environ)
-  except Exception as e: pytest.skip(f"no nvrtc: {e}")
+  comp = _nvrtc_or_skip()
   code = (
     "import json, sys; sys.path.insert(0, 'tools'); import measure_beam_host as m\n"
     "from tinygrad import Tensor, dtypes\n"
