@@ -147,7 +147,7 @@ def format_sweep(ans: dict[str, Any]) -> str:
                  f"{_cell(st and st['ms'], '7.1f'):>7s} {_cell(ev and ev['ms'], '7.1f'):>7s} | "
                  f"{_cell(n and n['steps'], ',d'):>15s} | "
                  + (f"{t['minutes']:7.1f} ({t['low_minutes']:.1f}-{t['high_minutes']:.1f})" if t else "-").ljust(24)
-                 + " | " + (f"{i['minutes']:g}{'' if i['within_limit'] else ' OVER'}" if i else "-"))
+                 + " | " + (f"{i['minutes']:.1f}{'' if i['within_limit'] else ' OVER'}" if i else "-"))
   if rec["pick"] is not None: lines.append(f"recommended: {rec['setting']}: {rec['why']}")
   else: lines.append(f"recommended: none: {rec['why']}")
   for o in rec["others"]: lines.append(f"  {o['setting']}: {o['loses']}")
