@@ -9,6 +9,7 @@ from pathlib import Path
 
 import yaml
 
+from mlperf_bert.fileio import atomic_path
 from mlperf_bert.lock import canonical, Locked
 
 ENV_PYTHON = "3.11"  # the Python of every environment, whose lock they take their versions from
@@ -66,7 +67,7 @@ def write_envs(repo: str | Path, closures: dict[str, list[Locked]]) -> list[Path
   out = []
   for name, closure in closures.items():
     p = env_path(repo, name)
-    p.write_text(render_env(name, closure))
+    with atomic_path(p) as tmp: tmp.write_text(render_env(name, closure))
     out.append(p)
   return out
 

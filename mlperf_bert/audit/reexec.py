@@ -279,8 +279,10 @@ def _logged_at(log: Path) -> dict[int, float]:
   lg = read_log(log)
   bs = lg.global_batch_size
   if isinstance(bs, bool) or not isinstance(bs, int) or bs <= 0: return {}
-  return {int(e.steps): e.accuracy.value for e in log_evals(lg, bs)
-          if e.accuracy is not None and e.steps is not None and e.steps.is_integer()}
+  # a log is untrusted: an accuracy that is no number is no accuracy (bool is an int to Python, not to JSON)
+  return {int(e.steps): float(e.accuracy.value) for e in log_evals(lg, bs)
+          if e.accuracy is not None and e.steps is not None and e.steps.is_integer()
+          and isinstance(e.accuracy.value, (int, float)) and not isinstance(e.accuracy.value, bool)}
 
 
 def reexecute_kept_evals(audit: Audit, base: Path, log: Path, seed: int, budget: Budget, deadline: float | None,

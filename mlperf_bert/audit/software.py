@@ -68,8 +68,9 @@ def check_software(audit: Audit, base: Path, logs: list[Path], repo: Path) -> No
       continue  # the provenance rows say what is wrong with the record
     if not isinstance(versions, dict) or not commit:
       audit.add("SKIP", CHECK, rel, "its provenance names no commit or versions: no lock to compare with"); continue
+    commit = str(commit)   # a record is untrusted: its fields are read as text
     name = _lock_name(versions)
-    text, why = lock_at(repo, str(commit), name)
+    text, why = lock_at(repo, commit, name)
     if text is None:
       audit.add("SKIP", CHECK, rel, why); continue
     try: lock = parse_lock(text, f"{commit[:12]}:{LOCK_DIR}/{name}")
@@ -77,11 +78,12 @@ def check_software(audit: Audit, base: Path, logs: list[Path], repo: Path) -> No
       audit.add("FAIL", CHECK, rel, str(e)); continue
     digest = hashlib.sha256(text.encode()).hexdigest()
     ran_from = software.get("lock_sha256") if isinstance(software, dict) else None
+    ran_from = ran_from if isinstance(ran_from, str) else None
     if ran_from and ran_from != digest:
       audit.add("WARN", CHECK, rel, f"it ran from a {LOCK_DIR}/{name} (sha256 {ran_from[:12]}...) that is not its "
                 f"commit {commit[:12]}'s ({digest[:12]}...): an uncommitted lock")
-    version_rows(audit, rel, versions, lock, str(commit))
-    seen.setdefault(digest, (str(commit), name)); texts[digest] = text
+    version_rows(audit, rel, versions, lock, commit)
+    seen.setdefault(digest, (commit, name)); texts[digest] = text
   differ = []
   for digest, (commit, name) in seen.items():
     here = repo / LOCK_DIR / name

@@ -28,7 +28,7 @@ from pathlib import Path
 from mlperf_bert.audit.cards import Cards, match_cards
 from mlperf_bert.audit.logs import MLPerfLog
 from mlperf_bert.audit.rows import Audit, shorten
-from mlperf_bert.audit.run_time import (eval_walls_ms, interval_steps, log_evals, low_quantile, step_mismatches,
+from mlperf_bert.audit.run_time import (interval_steps, log_evals, low_quantile, step_mismatches,
                                         trained_steps)
 from mlperf_bert.audit.times import FASTER, TIME
 from mlperf_bert.audit.untrusted import read_untrusted_json

@@ -25,10 +25,11 @@ def init_measurement(answer: dict[str, Any], init_layers: int) -> dict[str, Any]
 
 
 def add_time_to_train(answer: dict[str, Any], eval_step_freq: int, beam: BeamSettings | None = None,
-                      init_layers: int = 2) -> bool:
+                      init_layers: int = 2, division: str = "closed") -> bool:
   """Fill answer["cost"]["time_to_train"] (totrain.predict at the answer's platform, global BS and EVAL_BS) and
   answer["cost"]["init"] (init.predict_init of the BEAM searches of its steps at the INIT depth, with the platform's
-  `beam` settings; the steps' build and capture seconds as the INIT process outside them) where answer["cost"]["step"]
+  `beam` settings, against the `division`'s limit; the steps' build and capture seconds as the INIT process outside
+  them) where answer["cost"]["step"]
   and ["eval_step"] are present; True when it did, False (nothing changed) when the answer has no predicted step."""
   cost = answer.get("cost")
   if not isinstance(cost, dict) or not cost.get("step") or not cost.get("eval_step"): return False
@@ -37,7 +38,8 @@ def add_time_to_train(answer: dict[str, Any], eval_step_freq: int, beam: BeamSet
   m = init_measurement(answer, init_layers)
   if beam is not None and m is not None:
     outside = sum(m["train"].get("seconds", [])) + sum(m["eval"].get("seconds", []))
-    cost["init"] = {**predict_init(m["train"]["calls"], m["eval"]["calls"], answer["target"], beam, outside_s=outside),
+    cost["init"] = {**predict_init(m["train"]["calls"], m["eval"]["calls"], answer["target"], beam, outside_s=outside,
+                                    division=division),
                     "layers": m["layers"]}
     if (held := held_against_tinycorp(answer["platform"])) is not None: cost["init"]["tinygrad_e0139fa"] = held
   return True

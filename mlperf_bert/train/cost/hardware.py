@@ -134,7 +134,9 @@ HOST_MS = 9.0
 
 # the two tinyboxes' factor (their geometric mean): the H200's, and what the MI300X's was before its shares had their
 # own sources (docs/benchmarks.md shows the MI300X with it; the model does not apply it there)
-TINYBOX_HELD_OUT = (547.0 / 646.0 * 380.6 / 435.8) ** 0.5
+GREEN_HELD_OUT = 547.0 / 646.0    # the red box's v5.0 step, measured / predicted from sources (below)
+RED_HELD_OUT = 380.6 / 435.8      # the green box's
+TINYBOX_HELD_OUT = (GREEN_HELD_OUT * RED_HELD_OUT) ** 0.5   # their geometric mean
 # The one constant estimated from tinycorp's published runs (no public source gives it): how far a whole BERT step's
 # kernels fall short of the SPEED TEST's achievable rates, as measured / predicted of the model from sources alone
 # (docs/benchmarks.md shows both). Each system's is estimated LEAVING IT OUT: the green box's from the red box's v5.0
@@ -143,7 +145,7 @@ TINYBOX_HELD_OUT = (547.0 / 646.0 * 380.6 / 435.8) ** 0.5
 # shares are not the speed test's (PR #9417's gemm, BabelStream), so the speed test's shortfall says nothing of them;
 # docs/benchmarks.md shows what the two tinyboxes' factor would make of it. resources/published/tinycorp-v5.0-bert.json
 # holds the measured steps; tools/record_step_predictions.py prints the source-only predictions they are divided by.
-HELD_OUT = {"CUDA:sm_89": 547.0 / 646.0, "AMDLLVM:gfx1100": 380.6 / 435.8, "AMDLLVM:gfx942": 1.0,
+HELD_OUT = {"CUDA:sm_89": GREEN_HELD_OUT, "AMDLLVM:gfx1100": RED_HELD_OUT, "AMDLLVM:gfx942": 1.0,
             "CUDA:sm_90": TINYBOX_HELD_OUT}
 
 # each DRESS_TARGET's box: its card, the link between two cards (sources above), its runtime's launch gap, host time

@@ -197,7 +197,7 @@ def search_seconds(p: Program, cost: KindCost, target: str, beam: BeamSettings) 
   start = kernel_time(card, p.flops, p.nbytes, (threads,), None, None, beam=False).ms * 1e3          # us, unoptimized
   blocks = max(1, math.prod(p.global_size))
   shrink = min(1.0, TEST_GLOBAL_MAX / blocks)       # the test launch's share of the kernel (timed, then scaled)
-  workers = HOST_CORES[target] / CPU_FACTOR
+  workers = HOST_CORES[target]                                   # the box's cores (CPU_FACTOR scales the seconds once, below)
   total, rounds, now, parents, tried = 0.0, 0, start, 1.0, 0.0
   while True:
     rounds += 1
@@ -233,7 +233,7 @@ def predict_init(train_calls: list[dict[str, Any]], eval_calls: list[dict[str, A
     tried = 0.0
     for p in found:
       c = costs[p.kind]
-      f = 1 + sign * c.compile_se / c.compile_s if c.compile_s else 1.0   # the compile sample's relative error
+      f = max(0.0, 1 + sign * c.compile_se / c.compile_s) if c.compile_s else 1.0   # the sample's relative error
       c = KindCost(max(0.0, c.round1 + sign * c.round1_se), max(0.0, c.per_parent + sign * c.per_parent_se),
                    c.actions_s, c.compile_s * f, 0, c.ipc_s, 0, 0, c.n, tuple(x * f for x in c.deeper_s))
       s, r, t = search_seconds(p, c, target, beam) if beam.width else (0.0, 0, 0.0)

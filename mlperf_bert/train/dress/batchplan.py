@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from mlperf_bert.train.dress.report import _gb
+from mlperf_bert.train.dress.report import gb
 
 SHORT = {"FREE_INTERMEDIATE": "FI"}   # the table's column of a key whose name is wider than the column
 PEAKS = {"train_peak": "train step", "eval_peak": "eval step", "train_after_eval_peak": "train step after an eval"}
@@ -65,7 +65,7 @@ def _blocker(row: dict[str, Any]) -> str | None:
   """Why a setting cannot be picked at all (does not fit, INIT over the limit, nothing predicted), or None."""
   if row["fits"] is None: return "no card to hold it against (the target has no entry in report.CARDS)"
   if not row["fits"]:
-    return f"does not fit: {_gb(-row['spare_bytes'])} over the usable memory at the {row['peak_at']}"
+    return f"does not fit: {gb(-row['spare_bytes'])} over the usable memory at the {row['peak_at']}"
   if not row["time_to_train"]: return "no predicted time to train (the target has no step-time model)"
   i = row["init"]
   if i and not i["within_limit"]:
@@ -89,7 +89,7 @@ def recommend(rows: list[dict[str, Any]]) -> dict[str, Any]:
       continue
     p, t = rows[pick]["time_to_train"], r["time_to_train"]
     d = t["minutes"] - p["minutes"]
-    if d == 0: why = f"as fast ({t['minutes']:g} min) with less memory to spare ({_gb(r['spare_bytes'])})"
+    if d == 0: why = f"as fast ({t['minutes']:g} min) with less memory to spare ({gb(r['spare_bytes'])})"
     else:
       overlap = t["low_minutes"] <= p["high_minutes"] and p["low_minutes"] <= t["high_minutes"]
       why = (f"trains {d:.1f} min slower ({t['minutes']:g} min, {100 * d / p['minutes']:+.1f} %)" +
@@ -102,7 +102,7 @@ def recommend(rows: list[dict[str, Any]]) -> dict[str, Any]:
     init = f", INIT {r['init']['minutes']:g} min within {r['init']['limit_min']:g}" if r["init"] else ""
     out["setting"] = label(r)
     out["why"] = (f"the least predicted time to train that fits: {t['minutes']:g} min (band {t['low_minutes']:g}-"
-                  f"{t['high_minutes']:g}), {_gb(r['spare_bytes'])} to spare at the {r['peak_at']}{init}")
+                  f"{t['high_minutes']:g}), {gb(r['spare_bytes'])} to spare at the {r['peak_at']}{init}")
   else:
     fitting = [i for i, r in enumerate(rows) if r["fits"] and r["time_to_train"]]
     out["why"] = "no setting fits the card and keeps INIT within the limit"
@@ -132,7 +132,7 @@ def format_sweep(ans: dict[str, Any]) -> str:
   lines = [f"batch plan of {ans['platform']} ({ans['target']}): {len(rows)} setting{'s' * (len(rows) != 1)} of "
            f"{' x '.join(keys)}, each dressed ({ans['how']})"]
   if card:
-    lines.append(f"  card {ans['card']}: usable {_gb(card['usable_bytes'])} a device (margin {_gb(card['margin_bytes'])}); "
+    lines.append(f"  card {ans['card']}: usable {gb(card['usable_bytes'])} a device (margin {gb(card['margin_bytes'])}); "
                  f"EVAL_BS {ans['eval_bs_rule']}" + "".join(f"; {v} = {k}" for k, v in SHORT.items() if k in cols))
   head = " ".join(f"{SHORT.get(c, c)[:7]:>7s}" for c in cols)
   lines.append(f"{head} | fits {'worst GB':>8s} {'spare GB':>8s} {'peak at':24s} | step ms eval ms | steps to target"

@@ -2,7 +2,7 @@
 refused in one line before the capture (seconds, no tinygrad), instead of a capture that grows for minutes and
 gigabytes of RAM and ends in tinygrad's own error.
 
-    why = dress_refusal(settings, bert_config, "CUDA:sm_89")   # '' when the dress may run (a sweep asks per point)
+    why = dress_refusal(settings, bert_config, "CUDA:sm_89")   # '' when the dress may run
     check_dress_bounds(settings, bert_config, "CUDA:sm_89")    # the same, as a UserError
 
 Memory: the activations a device holds, estimated from bert_config at sequence 512 as Korthikanti et al., "Reducing

@@ -162,7 +162,7 @@ def _largest(setup, bs_points, peak, card: Card, depth: int) -> int:
   return largest_fitting((a["batch_size"], b["batch_size"]), (worst(a), worst(b)), card.usable, setup.settings.gpus)
 
 
-def _gb(n: float) -> str: return f"{n / 1e9:.2f} GB"
+def gb(n: float) -> str: return f"{n / 1e9:.2f} GB"
 
 
 def format_table(r: dict[str, Any]) -> str:
@@ -176,13 +176,13 @@ def format_table(r: dict[str, Any]) -> str:
   lines += [f"  note: {n}" for n in r["notes"]]
   card = r["card"]
   lines.append("memory a device (the most any device holds)" + (
-    f"      card {card['name']}: {_gb(card['memory'])}, margin {_gb(card['margin'])}, usable {_gb(card['usable'])}" if card else ""))
+    f"      card {card['name']}: {gb(card['memory'])}, margin {gb(card['margin'])}, usable {gb(card['usable'])}" if card else ""))
   for label, key in (("persistent state (weights, LAMB, RNG)", "persistent"), ("train-step peak", "train_peak"),
                      ("between the steps", "between"), ("eval-step peak", "eval_peak"),
                      ("train step after an eval", "train_after_eval_peak"), ("peak", "peak")):
     v = max(m[key].values())
     share = f"  {100 * v / card['memory']:5.1f} % of the card" if card else ""
-    lines.append(f"  {label:40s} {_gb(v):>10s}{share}")
+    lines.append(f"  {label:40s} {gb(v):>10s}{share}")
   if r["fits"] is not None:
     lines.append(f"fits: {'yes' if r['fits'] else 'NO'}" + (f" (largest BS that fits: {r['largest_batch_size']})"
                                                              if "largest_batch_size" in r else ""))
@@ -190,7 +190,7 @@ def format_table(r: dict[str, Any]) -> str:
                f"{'analytic':>8s} {'GB moved':>9s}")
   for name, x in (("train", tr), ("eval", ev)):
     lines.append(f"{name:8s} {x['kernels_per_device'][d0]:>11,} {x['programs']:>8,} {x['copies']:>7,} "
-                 f"{_gb(x['copy_bytes']):>10s} {x['flops'] / 1e12:>8.2f} {x['analytic_flops'] / 1e12:>8.2f} "
+                 f"{gb(x['copy_bytes']):>10s} {x['flops'] / 1e12:>8.2f} {x['analytic_flops'] / 1e12:>8.2f} "
                  f"{x['bytes'] / 1e9:>9.1f}")
   if r["roofline_ms"] is not None:
     lines.append(f"roofline floor of a train step on {card['name']}'s peaks ({card['tflops']} TFLOPS, {card['gbps']:.0f} GB/s): "

@@ -71,9 +71,10 @@ def add_costs(result: dict[str, Any], setup: DressSetup, platform_file: str | os
   from mlperf_bert.train.cost.answer import add_time_to_train
   from mlperf_bert.train.cost.init import beam_settings
   from mlperf_bert.train.hparams import load_platform
+  # the dress compiles with BEAM 0 (setup.settings): the INIT phase is priced at the platform's own BEAM settings
   plat = {**load_platform(platform_file), **(overrides or {})}
   add_time_to_train(result, eval_step_freq=setup.settings.eval.step_freq, beam=beam_settings(plat),
-                    init_layers=int(plat.get("INIT_BERT_LAYERS") or 2))
+                    init_layers=setup.settings.init.bert_layers, division=setup.settings.submission.division)
 
 
 def run_dress(setup: DressSetup, bert_config, log=print, second_batch: bool = True) -> dict[str, Any]:
