@@ -62,7 +62,8 @@ def main() -> int:
       keep = {k: ans[k] for k in ("platform", "target", "card", "sweep", "fixed", "how", "eval_bs_rule", "rows",
                                   "recommendation")}
       keep["recorded_by"] = "bench/bench_sweep.py " + " ".join(sys.argv[1:])
-      a.fixture.write_text(json.dumps(keep, indent=1) + "\n")
+      from mlperf_bert.fileio import atomic_path  # a killed run leaves no half-written record
+      with atomic_path(a.fixture) as tmp: tmp.write_text(json.dumps(keep, indent=1) + "\n")
       print(f"fixture: {a.fixture}")
   return 0
 

@@ -151,7 +151,8 @@ def main() -> int:
          "workers_ms": per("workers"), "warm_compile_ms": per("warm_compile"),
          "cold_worker_extra_ms": round(per("workers") - per("warm_compile"), 2), "kernels": rows}
   a.out.parent.mkdir(parents=True, exist_ok=True)
-  a.out.write_text(json.dumps(rec, indent=1) + "\n")
+  from mlperf_bert.fileio import atomic_path  # a killed run leaves no half-written record
+  with atomic_path(a.out) as tmp: tmp.write_text(json.dumps(rec, indent=1) + "\n")
   print(json.dumps({k: v for k, v in rec.items() if k != "kernels"}), file=sys.stderr)
   return 0
 

@@ -164,7 +164,8 @@ def main() -> int:
          "machine": {"cpu": _cpu(), "cores": os.cpu_count(), "python": pyplatform.python_version()},
          "date": time.strftime("%Y-%m-%d"), "wall_s": round(time.monotonic() - t0, 1), **rec}
   a.out.parent.mkdir(parents=True, exist_ok=True)
-  a.out.write_text(json.dumps(rec, indent=1) + "\n")
+  from mlperf_bert.fileio import atomic_path  # a killed run leaves no half-written record
+  with atomic_path(a.out) as tmp: tmp.write_text(json.dumps(rec, indent=1) + "\n")
   return 0
 
 

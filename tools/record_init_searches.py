@@ -82,7 +82,8 @@ def reprice(rec: dict) -> dict:
 
 def _write(out: Path, rec: dict) -> int:
   out.parent.mkdir(parents=True, exist_ok=True)
-  out.write_text(json.dumps(rec, indent=1) + "\n")
+  from mlperf_bert.fileio import atomic_path  # a killed run leaves no half-written record
+  with atomic_path(out) as tmp: tmp.write_text(json.dumps(rec, indent=1) + "\n")
   a = argparse.Namespace(platform=rec["platform"])
   sides = rec["sides"]
   for side, v in sides.items():

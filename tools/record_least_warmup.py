@@ -72,7 +72,8 @@ def main() -> int:
                                   "runs": runs}
     print(f"{platform}: least warm-up {least['warmup_s']} s (v{least['round']} {least['log']}) of {len(runs)} runs")
   a.out.parent.mkdir(parents=True, exist_ok=True)
-  a.out.write_text(json.dumps(out, indent=1) + "\n")
+  from mlperf_bert.fileio import atomic_path  # a killed run leaves no half-written record
+  with atomic_path(a.out) as tmp: tmp.write_text(json.dumps(out, indent=1) + "\n")
   print(f"wrote {shown(a.out)}")
   return 0
 
