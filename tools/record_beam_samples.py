@@ -13,11 +13,12 @@ as beam_search's first round builds them), its round-2 candidates (the actions o
 search keeps its 8 fastest, which this machine cannot time), the seconds get_kernel_actions took a parent (serial, in
 the search's own process), and the CPU seconds a sampled candidate's compile took (and of candidates down a random chain of rounds 3 to 6) (a worker's; failures included, as a
 worker spends them; CPU seconds, not wall: the machine is shared), what the search's own process spends a candidate
-on the pool's pickles and on a candidate's three timed runs' host side (on NULL, where a run takes no time), and a
+on the pool's serialization and on a candidate's three timed runs' host side (on NULL, where a run takes no time), and a
 pool worker's start (a fresh interpreter's imports). Nothing is timed on a GPU.
 """
 from __future__ import annotations
-import argparse, json, os, pickle, platform as pyplatform, random, resource, statistics, subprocess, sys, time
+from multiprocessing.reduction import ForkingPickler
+import argparse, json, os, platform as pyplatform, random, resource, statistics, subprocess, sys, time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -88,11 +89,12 @@ def sample(target: str, rows: int, gpus: int, per_kernel: int, seed: int, deep: 
         _, res = search._try_compile((0, c))
         comp.append(round(time.process_time() - t, 4))
         ok += res is not None
-        # what the search's own process does a candidate for the pool (multiprocessing pickles the task there and
-        # unpickles the result there): pickle the candidate, unpickle a compiled program
+        # what the search's own process does a candidate for the pool: multiprocessing serializes the task there and
+        # reads the result back there, with its own ForkingPickler (in memory, as the pool's pipes carry it; nothing
+        # is written)
         t = time.process_time()
-        pickle.dumps((0, c))
-        if res is not None: pickle.loads(pickle.dumps(res))
+        ForkingPickler.dumps((0, c))
+        if res is not None: ForkingPickler.loads(ForkingPickler.dumps(res))
         ipc.append(round(time.process_time() - t, 4))
         # the timed runs' host side (search.py _time_program, 3 runs: the call built, linked and launched), on NULL
         # where a program "runs" in no time: the search's own process, serial

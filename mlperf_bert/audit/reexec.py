@@ -99,6 +99,18 @@ def run_worker(command: str, request: dict, deadline: float | None) -> tuple[lis
     return run_json_lines([sys.executable, "-m", "mlperf_bert", command, str(req)], env, deadline)
 
 
+def _share(start: float, deadline: float | None, budget: Budget) -> str:
+  """The seconds an eval re-execution took since `start`, and of what share of the budget."""
+  secs = time.perf_counter() - start
+  return f"{secs:.1f} s" + (f" of a {max(deadline - start, 0):.0f} s share" if deadline is not None else
+                            f" ({budget.describe()})")
+
+
+def _same_devices(devs: dict, ev: dict) -> bool:
+  """Whether the re-execution ran on the run's kind and count of devices (then its counts must be the run's)."""
+  return (device_kind(devs.get("device")), devs.get("devices")) == (device_kind(ev.get("device")), ev.get("devices"))
+
+
 def reeval_sample(record: Path, indices: list[int], ev: dict, deadline: float | None, eval_set: Path,
                   searched: bool = False, state: tuple[Path, int] | None = None) -> tuple[dict, list[dict], str, bool]:
   """The re-execution process (python -m mlperf_bert reexecute-eval: train/evidence.py) on `eval_set`, stopped with
@@ -209,16 +221,14 @@ def reexecute_eval(audit: Audit, base: Path, log: Path, seed: int, budget: Budge
   st = time.perf_counter()
   beam = eval_search(rec.get("settings"))
   devs, got, err, stopped = reeval_sample(rp, order, ev, deadline, own, searched=bool(beam))
-  secs = time.perf_counter() - st
-  share = f"{secs:.1f} s" + (f" of a {max(deadline - st, 0):.0f} s share" if deadline is not None else
-                             f" ({budget.describe()})")
+  share = _share(st, deadline, budget)
   if err:
     audit.add("FAIL", REEXECUTION, rel, f"the eval of {weights.name} failed: {err}"); return
   if not got:
     audit.add("WARN", REEXECUTION, rel, f"not redone: none of the {n} batches of the last eval: the eval process was "
               f"stopped with its process group at the end of its share ({share}) before its first batch; give a "
               "larger --reexecute-budget"); return
-  same = (device_kind(devs.get("device")), devs.get("devices")) == (device_kind(ev.get("device")), ev.get("devices"))
+  same = _same_devices(devs, ev)
   why_band = "; ".join(([] if same else [f"the run used {ev.get('devices')} {ev.get('device')}"]) + (
     [f"the run searched its eval kernels with BEAM {beam}, the re-execution uses BEAM 0"] if beam else []))
   exact = same and not beam
@@ -323,7 +333,7 @@ def reexecute_kept_evals(audit: Audit, base: Path, log: Path, seed: int, budget:
     if err:
       audit.add("FAIL", REEXECUTION, rel, f"the eval of the kept state of step {step} ({name}) failed: {err}"); return
     if stopped or len(got) < n: stopped = True; break
-    same = (device_kind(devs.get("device")), devs.get("devices")) == (device_kind(ev.get("device")), ev.get("devices"))
+    same = _same_devices(devs, ev)
     exact = same and not beam
     near = [None if exact else g.get("near") or [0.0, 0.0, 0.0] for g in got]
     got.sort(key=lambda g: g["index"])
@@ -336,9 +346,7 @@ def reexecute_kept_evals(audit: Audit, base: Path, log: Path, seed: int, budget:
                 f"on the kept state {name} with the trainer's eval step {how}: accuracy {acc}, the log says "
                 f"{logged[step]}: the state does not reach the logged accuracy; {RETRAIN}"); return
     done.append(step)
-  secs = time.perf_counter() - st
-  share = f"{secs:.1f} s" + (f" of a {max(deadline - st, 0):.0f} s share" if deadline is not None else
-                             f" ({budget.describe()})")
+  share = _share(st, deadline, budget)
   if not done:
     audit.add("WARN", REEXECUTION, rel, f"not redone: the evals of the {len(states)} earlier kept state(s): the eval "
               f"process was stopped with its process group at the end of its share ({share}) before it finished one; "

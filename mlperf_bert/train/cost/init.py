@@ -40,7 +40,7 @@ Nothing here is taken from tinycorp's INIT phases (docs/benchmarks.md holds the 
 """
 from __future__ import annotations
 import json, math, statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -153,9 +153,11 @@ def load_samples(target: str, path: Path | None = None) -> tuple[dict[str, KindC
   """The per-kind costs of a target's sample record (tools/record_beam_samples.py)."""
   files = [path] if path else sorted(SAMPLES_DIR.glob("*.json"))
   measured = measured_host(target)
+  se = lambda xs: statistics.stdev(xs) / math.sqrt(len(xs)) if len(xs) > 1 else 0.0   # a mean's standard error
   for f in files:
     rec = json.loads(Path(f).read_text())
     if rec["target"] != target: continue
+    spawn = statistics.median(rec.get("worker_spawn_s") or [0.0]) / TASKS_PER_WORKER
     out = {}
     for kind in SEARCH_KINDS:
       ks = [k for k in rec["kernels"] if k["kind"] == kind]
@@ -164,10 +166,8 @@ def load_samples(target: str, path: Path | None = None) -> tuple[dict[str, KindC
       host = [x for k in ks for x in k.get("timing_host_s", [])]
       r1 = [k["round1_candidates"] for k in ks]
       pp = [k["round2_candidates"] / k["round2_parents"] for k in ks if k["round2_parents"]]
-      se = lambda xs: statistics.stdev(xs) / math.sqrt(len(xs)) if len(xs) > 1 else 0.0
-      spawn = statistics.median(rec.get("worker_spawn_s") or [0.0]) / TASKS_PER_WORKER
-      serial = (statistics.mean(ipc) if ipc else 0.0) + (statistics.mean(host) if host else 0.0)
-      if measured is not None: serial = measured
+      serial = measured if measured is not None else \
+        (statistics.mean(ipc) if ipc else 0.0) + (statistics.mean(host) if host else 0.0)
       depths = sorted({int(d) for k in ks for d in k.get("deep_compile_s", {})})
       deeper = tuple(statistics.mean(x for k in ks for x in k["deep_compile_s"].get(str(d), [])) + spawn for d in depths)
       out[kind] = KindCost(statistics.mean(r1), statistics.mean(pp) if pp else 0.0,
@@ -234,8 +234,8 @@ def predict_init(train_calls: list[dict[str, Any]], eval_calls: list[dict[str, A
     for p in found:
       c = costs[p.kind]
       f = max(0.0, 1 + sign * c.compile_se / c.compile_s) if c.compile_s else 1.0   # the sample's relative error
-      c = KindCost(max(0.0, c.round1 + sign * c.round1_se), max(0.0, c.per_parent + sign * c.per_parent_se),
-                   c.actions_s, c.compile_s * f, 0, c.ipc_s, 0, 0, c.n, tuple(x * f for x in c.deeper_s))
+      c = replace(c, round1=max(0.0, c.round1 + sign * c.round1_se), per_parent=max(0.0, c.per_parent + sign * c.per_parent_se),
+                  compile_s=c.compile_s * f, deeper_s=tuple(x * f for x in c.deeper_s))
       s, r, t = search_seconds(p, c, target, beam) if beam.width else (0.0, 0, 0.0)
       by[p.kind] += s
       rounds[p.kind].append(r)
