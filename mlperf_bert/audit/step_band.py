@@ -12,32 +12,36 @@ edit of the times cannot dodge, the samples it trained (audit/run_time.py):
     step time below the band's low edge FAILs, so squeezing more than one interval in ten shows;
   - the whole run, run_start to run_stop: its trained steps at the band's low edge, each eval's samples at the
     predicted eval step's low edge, and the least warm-up any published run of the platform had
-    (resources/published/tinycorp-least-warmup.json, tools/record_least_warmup.py) add up to its floor; a run
+    (resources/published/tinycorp-runs.json, tools/record_published_runs.py) add up to its floor; a run
     shorter FAILs: squeezing any part (the warm-up, the evals, the first interval) shows in the total. The warm-up is
     tinygrad's: a system whose framework is not tinygrad (other makers' 8 x MI300X) counts none.
-A time under its floor is a log that trains faster than its hardware can. What it cannot prove: a run up to the band's
-width faster than the real one (the band's low edge is the prediction's -15 %; tinycorp's v5.0 green steps sit 21-23 %
-above it, their whole runs 24-26 % above their floor: x0.88 of them passes; docs/audit.md), and the time of cards the
-model does not know: a tinygrad submission naming such cards, or cards near a known one (another card or count), is a
-WARN "time on trust"; other systems are not held (no row).
+A received log of a published submission's software on its box (the system.json's `framework` names the software of
+one of tinycorp's published submissions of that platform, at a published batch: audit/published_runs.py) is held
+closer, to those runs: the fastest published run's LOW_QUANTILE interval step less the spread of one box's machines
+(4.7 %, tinybox_red v5.0) takes the band's low edge's place in both checks. A tinygrad log whose software no published
+run had is held to the model's band alone, and a WARN says so.
+A time under its floor is a log that trains faster than its hardware can. What it cannot prove: a run of unpublished
+software up to the band's width faster than the real one (the band's low edge is the prediction's -15 %: x0.88 of
+tinycorp's v5.0 green logs with their `framework` renamed passes it, with that WARN; docs/audit.md), and the time of
+cards the model does not know: a tinygrad submission naming such cards, or cards near a known one (another card or
+count), is a WARN "time on trust"; other systems are not held (no row).
 """
 from __future__ import annotations
-import dataclasses, functools, json
+import dataclasses
 from pathlib import Path
 
 from mlperf_bert.audit.cards import Cards, match_cards
 from mlperf_bert.audit.logs import MLPerfLog
 from mlperf_bert.audit.rows import Audit, shorten
-from mlperf_bert.audit.run_time import (interval_steps, log_evals, low_quantile, step_mismatches,
+from mlperf_bert.audit.published_runs import PUBLISHED_RUNS, Floor, least_warmup, published_floor
+from mlperf_bert.audit.run_time import (LOW_QUANTILE, interval_steps, log_evals, low_quantile, step_mismatches,
                                         trained_steps)
 from mlperf_bert.audit.times import FASTER, TIME
 from mlperf_bert.audit.untrusted import read_untrusted_json
 from mlperf_bert.constants import EVAL_SAMPLES, REPO
 from mlperf_bert.train.cost.band import PREDICTED, Band, read_predictions, step_band
+from mlperf_bert.train.cost.hardware import BAND_LOW
 
-LOW_QUANTILE = 0.1   # an eval interval's step is held at this quantile of a log's: tinycorp's published intervals lie
-                     # within 0.4 % of their log's median (v4.1, v5.0), so any low one is an edit or a clock's step
-LEAST_WARMUP = REPO / "resources" / "published" / "tinycorp-least-warmup.json"
 SCALED = ("matmul", "other", "copies")   # the parts of a predicted step that grow with the batch (the kernels' work)
 
 
@@ -94,53 +98,44 @@ def band_at(platform: str, bs: int, path: Path = PREDICTED) -> RunBand | None:
   return RunBand(band, how, _eval_low(e))
 
 
-@functools.lru_cache(maxsize=4)
-def _least_warmup(path: str, mtime_ns: int) -> dict:
-  try: return json.loads(Path(path).read_text()).get("platforms", {})
-  except (OSError, ValueError, AttributeError): return {}
-
-
-def least_warmup(platform: str, path: Path = LEAST_WARMUP) -> tuple[float, str]:
-  """(seconds, where from) of the least warm-up a published run of `platform` had; (0, why) without a figure."""
-  try: rec = _least_warmup(str(path), path.stat().st_mtime_ns).get(platform)
-  except OSError: rec = None
-  if not isinstance(rec, dict) or not isinstance(rec.get("least_warmup_s"), (int, float)):
-    return 0.0, f"no published warm-up of {platform} on record ({path.name}): none counted"
-  return float(rec["least_warmup_s"]), f"the least a published run of {platform} had, {rec.get('least_in')}"
-
-
 def _eval_samples(lg: MLPerfLog) -> int:
   es = lg.eval_samples
   return es if isinstance(es, int) and not isinstance(es, bool) and es > 0 else EVAL_SAMPLES
 
 
-def hold_log(lg: MLPerfLog, bs: int, rb: RunBand, platform: str, warmup: Path | None) -> tuple[list[str], dict] | None:
+def hold_log(lg: MLPerfLog, bs: int, rb: RunBand, platform: str, warmup: Path | None,
+             floor: Floor | None = None) -> tuple[list[str], dict] | None:
   """The findings (FAIL reasons) of one log held to its band, and its figures; None when nothing can be held (no
-  samples on its evals, or no interval and no run_start / run_stop). warmup None: none counted (not tinygrad's)."""
+  samples on its evals, or no interval and no run_start / run_stop). warmup None: none counted (not tinygrad's).
+  floor: the published runs' floor of its software, held instead of the band's low edge where it is higher."""
   evals = log_evals(lg, bs)
   bad = step_mismatches(evals, bs)
   out = [f"{len(bad)} eval event(s) whose step_num is not their eval's samples over global_batch_size: "
          f"{shorten(bad, 2)}; the steps are counted from the samples"] if bad else []
   per, steps, low = interval_steps(evals), trained_steps(evals), rb.band.low_ms
   how = f" ({rb.how})" if rb.how else ""
-  fig: dict = {}
+  held, edge = f"{rb.band.describe()}{how}", "the band's low edge"
+  if floor is not None and floor.step_ms > low:
+    low, edge = floor.step_ms, "the published runs' floor"
+    held = f"held to tinycorp's {floor.said}, above the model's band ({held})"
+  fig: dict = {"published": low != rb.band.low_ms}
   if per:
     fig["q"] = q = low_quantile(per, LOW_QUANTILE)
     if q < low:
       out.append(f"{q:.1f} ms a step in its eval intervals (the {LOW_QUANTILE:g} quantile of its {len(per)}, each "
-                 f"an eval_stop to the next eval_start, its steps from the samples); {rb.band.describe()}{how}: {FASTER}")
+                 f"an eval_stop to the next eval_start, its steps from the samples); {held}: {FASTER}")
   if steps is not None and lg.run_start_ms is not None and lg.run_stop_ms is not None:
     w, w_from = least_warmup(platform, warmup) if warmup else (0.0, "its framework is not tinygrad: none counted")
     es = _eval_samples(lg)
     ev_s = es * rb.eval_low_ms / 1000
-    floor = steps * low / 1000 + len(evals) * ev_s + w
+    least = steps * low / 1000 + len(evals) * ev_s + w
     have = (lg.run_stop_ms - lg.run_start_ms) / 1000
-    fig["ratio"] = have / floor
-    if have < floor:
+    fig["ratio"] = have / least
+    if have < least:
       out.append(f"run_start to run_stop {have / 60:.2f} min; its {steps:.0f} steps (the last eval's epoch_num over "
-                 f"global_batch_size {bs}) at the band's low edge ({low:.1f} ms), its {len(evals)} evals of {es} "
+                 f"global_batch_size {bs}) at {edge} ({low:.1f} ms), its {len(evals)} evals of {es} "
                  f"samples at the eval step's low edge ({ev_s:.1f} s each) and a warm-up of {w:.0f} s ({w_from}) take "
-                 f"no less than {floor / 60:.2f} min; {rb.band.describe()}{how}: {FASTER}")
+                 f"no less than {least / 60:.2f} min; {held}: {FASTER}")
   return (out, fig) if fig or out else None
 
 
@@ -157,7 +152,7 @@ def _untrusted(audit: Audit, system: str, cards: Cards) -> None:
 
 
 def check_step_band(audit: Audit, org_dir: Path, system: str, logs: list[MLPerfLog], repo: Path = REPO,
-                    predicted: Path = PREDICTED, warmup: Path = LEAST_WARMUP) -> None:
+                    predicted: Path = PREDICTED, published: Path = PUBLISHED_RUNS) -> None:
   """The `time` rows of one results/<system>/ (see the module doc)."""
   desc, why = read_untrusted_json(org_dir / "systems" / f"{system}.json", org_dir)
   cards = None if why else match_cards(desc, repo)
@@ -170,7 +165,8 @@ def check_step_band(audit: Audit, org_dir: Path, system: str, logs: list[MLPerfL
   if platform is None:
     _untrusted(audit, system, cards); return
   said = f"{cards.describe()} in systems/{system}.json"
-  held, none, fails, bands = [], [], 0, {}
+  framework = desc.get("framework") if cards.tinygrad else None
+  held, none, fails, bands, floors = [], [], 0, {}, {}
   for lg in logs:
     if lg.unread or lg.path is None: continue
     bs = lg.global_batch_size
@@ -179,24 +175,34 @@ def check_step_band(audit: Audit, org_dir: Path, system: str, logs: list[MLPerfL
     rb = bands[bs] if bs in bands else bands.setdefault(bs, band_at(platform, bs, predicted))
     if rb is None:
       none.append(lg.path.name); continue
-    got = hold_log(lg, bs, rb, platform, warmup if cards.tinygrad else None)
+    if bs not in floors: floors[bs] = published_floor(platform, framework, bs, published) if framework else None
+    got = hold_log(lg, bs, rb, platform, published if cards.tinygrad else None, floors[bs])
     if got is None:
       none.append(lg.path.name); continue
     found, fig = got
     for f in found:
       audit.add("FAIL", TIME, f"{system}/{lg.path.name}", f"{f} (its {said})")
     fails += bool(found)
-    if not found: held.append((lg.path.name, fig, rb))
+    if not found: held.append((lg.path.name, fig, rb, bs))
   if held:
     qs = [h[1]["q"] for h in held if "q" in h[1]]
     rs = [h[1]["ratio"] for h in held if "ratio" in h[1]]
     said_bands = "; ".join(dict.fromkeys(h[2].band.describe() + (f" ({h[2].how})" if h[2].how else "") for h in held))
-    parts = ([f"their eval intervals' {LOW_QUANTILE:g}-quantile steps, {min(qs):.1f}-{max(qs):.1f} ms, hold the "
-              "band's low edge"] if qs else []) + ([f"their whole runs are {min(rs):.2f}-{max(rs):.2f}x their floor "
-                                                    "(the steps and evals at the low edges, the least published "
-                                                    "warm-up)"] if rs else [])
+    pub = {bool(h[1].get("published")) for h in held}
+    edge = " or ".join(e for e, on in (("the published runs' floor", True), ("the band's low edge", False)) if on in pub)
+    parts = ([f"their eval intervals' {LOW_QUANTILE:g}-quantile steps, {min(qs):.1f}-{max(qs):.1f} ms, hold {edge}"]
+             if qs else []) + ([f"their whole runs are {min(rs):.2f}-{max(rs):.2f}x their floor (the steps at {edge}, "
+                                "the evals at the eval step's low edge, the least published warm-up)"] if rs else [])
+    pubs = "; ".join(dict.fromkeys(f.said for f in floors.values() if f is not None))
     audit.add("PASS", TIME, system, f"{'the other ' if fails else ''}{len(held)} log(s), steps from the samples: "
-              f"{'; '.join(parts)}; the band predicted for its {said}: {said_bands}")
+              f"{'; '.join(parts)}; the band predicted for its {said}: {said_bands}"
+              + (f"; held to tinycorp's {pubs}" if pubs else ""))
+  unpublished = sorted({h[3] for h in held if floors.get(h[3]) is None})
+  if framework and unpublished:
+    audit.add("WARN", TIME, system, f"no published run of {platform} ({Path(published).name}) has the software "
+              f"systems/{system}.json names ('{str(framework)[:80]}') at BS {', '.join(map(str, unpublished))}: its "
+              f"logs' steps are held to the cost model's band alone, whose low edge (-{1 - BAND_LOW:.0%}) a log up to "
+              "that much faster than its real run passes")
   if none:
     audit.add("WARN", TIME, system, f"{len(none)} log(s) without samples (epoch_num) on their evals, without a "
               f"numeric global_batch_size, or without an interval and run_start / run_stop ({shorten(none)}): their "
