@@ -38,7 +38,7 @@ def framework_key(framework: object) -> str:
 
 
 @functools.lru_cache(maxsize=4)
-def _read(path: str, mtime_ns: int) -> dict:
+def _read_record(path: str, mtime_ns: int) -> dict:
   try: data = json.loads(Path(path).read_text())
   except (OSError, ValueError): return {}
   return data if isinstance(data, dict) else {}
@@ -46,11 +46,11 @@ def _read(path: str, mtime_ns: int) -> dict:
 
 def read_runs(path: Path = PUBLISHED_RUNS) -> dict:
   """The record ({} when absent or unreadable: nothing is held to it)."""
-  try: return _read(str(path), Path(path).stat().st_mtime_ns)
+  try: return _read_record(str(path), Path(path).stat().st_mtime_ns)
   except OSError: return {}
 
 
-def _platform(platform: str, path: Path) -> dict:
+def _platform_record(platform: str, path: Path) -> dict:
   rec = read_runs(path).get("platforms", {})
   got = rec.get(platform) if isinstance(rec, dict) else None
   return got if isinstance(got, dict) else {}
@@ -62,7 +62,7 @@ def _num(v: object) -> bool:
 
 def least_warmup(platform: str, path: Path = PUBLISHED_RUNS) -> tuple[float, str]:
   """(seconds, where from) of the least warm-up a published run of `platform` had; (0, why) without a figure."""
-  rec = _platform(platform, path)
+  rec = _platform_record(platform, path)
   if not _num(rec.get("least_warmup_s")):
     return 0.0, f"no published warm-up of {platform} on record ({Path(path).name}): none counted"
   return float(rec["least_warmup_s"]), f"the least a published run of {platform} had, {rec.get('least_in')}"
@@ -75,7 +75,7 @@ def published_floor(platform: str, framework: object, global_bs: int, path: Path
   spread = data.get("machine_spread", {}).get("value") if isinstance(data.get("machine_spread"), dict) else None
   if not _num(spread) or spread < 0 or not framework: return None
   key = framework_key(framework)
-  runs = [r for r in _platform(platform, path).get("runs", []) if isinstance(r, dict)
+  runs = [r for r in _platform_record(platform, path).get("runs", []) if isinstance(r, dict)
           and framework_key(r.get("framework", "")) == key and r.get("global_batch_size") == global_bs
           and _num(r.get("interval_q_ms"))]
   if not runs: return None
