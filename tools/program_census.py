@@ -24,7 +24,7 @@ them (dress_tinygrad.py). A program is one PROGRAM of a captured step (each grap
 its AST before code generation, the devices that launch it and its launches a step.
 """
 from __future__ import annotations
-import argparse, hashlib, importlib.util, json, os, re, subprocess, sys, tempfile, time
+import argparse, inspect, hashlib, importlib.util, json, os, re, subprocess, sys, tempfile, time
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +93,9 @@ def child_project(platform: str, layers: int, sets: list[str], calls: bool = Fal
   return _side(list(devices), trainer.train_step, trainer.eval_step, calls)
 
 
+OLD_FLAGS = ("FUSE_CONV_BW",)   # tinygrad.helpers flags of older checkouts' imports, absent from 0.14
+
+
 def child_tinygrad(platform: str, layers: int, sets: list[str], calls: bool = False) -> dict[str, Any]:
   """tinygrad's train_step_bert and eval_step_bert (the checkout's examples, first on sys.path) on this project's
   tinygrad, built as tools/dress_tinygrad.py builds them: two calls of each (plain, captured); `calls`: as _side."""
@@ -123,6 +126,14 @@ def child_tinygrad(platform: str, layers: int, sets: list[str], calls: bool = Fa
   for name, drop in (("arange", ("requires_grad", "device")), ("full", ("requires_grad",))):
     fn = getattr(Tensor, name).__func__
     setattr(Tensor, name, classmethod(lambda cls, *a, _fn=fn, _drop=drop, **k: _fn(cls, *a, **{x: v for x, v in k.items() if x not in _drop})))
+  # an older checkout (v4.1's b5546912) imports helpers' flags this tinygrad dropped (FUSE_CONV_BW, for ResNet):
+  # each is given as a ContextVar at 0, its default there; the BERT steps never read them
+  import tinygrad.helpers as th
+  for name in OLD_FLAGS:
+    if not hasattr(th, name): setattr(th, name, th.ContextVar(name, 0))
+  # and sums with acc_dtype (v4.1): this tinygrad's dtype, which accumulates in it and returns it, as acc_dtype did
+  tsum = Tensor.sum
+  Tensor.sum = lambda self, *a, acc_dtype=None, **k: tsum(self, *a, **({"dtype": acc_dtype} if acc_dtype is not None else {}), **k)
   from examples.mlperf import model_train
   from examples.mlperf.helpers import get_fake_data_bert
   GPUS = [f"{Device.DEFAULT}:{i}" for i in range(s.gpus)]
@@ -136,14 +147,24 @@ def child_tinygrad(platform: str, layers: int, sets: list[str], calls: bool = Fa
             for k, t in get_fake_data_bert(bs).items()}
   if nested is not None:
     sys.exit(f"{model_train.__file__}: a nested train_step_bert is not censused yet (only e0139fa's module-level one)")
+  # v4.1's steps (b5546912) take the batch sharded on GPUS already (helpers.get_data_bert), and no GPUS; e0139fa's
+  # take the CPU batch with GPUS and shard it inside
+  sharded = "input_ids" in inspect.signature(inspect.unwrap(getattr(model_train.train_step_bert, "fxn", model_train.train_step_bert))).parameters
+  order = ("input_ids", "segment_ids", "input_mask", "masked_lm_positions", "masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
+  def on_gpus(bs: int) -> list:   # v4.1's own fake batch, sharded as its loop shards a batch; its float32 ids as int32
+    d = get_fake_data_bert(GPUS, bs)   # (this tinygrad turns the embedding's arange compare into a gather: an index)
+    return [(d[k].cast(dtypes.int32) if k not in ("input_mask", "masked_lm_weights") else d[k]).realize() for k in order]
   for _ in range(2):
-    d = batch(s.batch_size)
+    d = None if sharded else batch(s.batch_size)
     with Context(TRAINING=1):
-      train_step(model, optimizer, scheduler, loss_scaler, GPUS, 1, **{f"{k}0": v for k, v in d.items()})
+      if sharded: train_step(model, optimizer, scheduler, loss_scaler, *on_gpus(s.batch_size))
+      else: train_step(model, optimizer, scheduler, loss_scaler, GPUS, 1, **{f"{k}0": v for k, v in d.items()})
   for _ in range(2):
-    e = batch(s.eval.batch_size)
-    with Context(TRAINING=0): model_train.eval_step_bert(model, e["input_ids"], e["segment_ids"], e["input_mask"], e["masked_lm_positions"],
-                               e["masked_lm_ids"], e["masked_lm_weights"], e["next_sentence_labels"], GPUS)
+    e = None if sharded else batch(s.eval.batch_size)
+    with Context(TRAINING=0):
+      if sharded: model_train.eval_step_bert(model, *on_gpus(s.eval.batch_size))
+      else: model_train.eval_step_bert(model, e["input_ids"], e["segment_ids"], e["input_mask"], e["masked_lm_positions"],
+                                       e["masked_lm_ids"], e["masked_lm_weights"], e["next_sentence_labels"], GPUS)
   return _side([Device.canonicalize(g) for g in GPUS], train_step, model_train.eval_step_bert, calls)
 
 

@@ -6,6 +6,8 @@ for its DRESS_TARGET (the real renderer), and a sample of those candidates compi
 for AMDLLVM targets). mlperf_bert/train/cost/init.py prices every search from the record.
 
     python tools/record_beam_samples.py --platform tinybox_green --out resources/beam-samples/tinybox_green.json
+    python tools/record_beam_samples.py --platform tinybox_green --set BS=66 BEAM=4 BEAM_UPCAST_MAX=64 \
+        BEAM_LOCAL_MAX=512 BEAM_UOPS_MAX=2000 BEAM_MIN_PROGRESS=0.01 --out resources/beam-samples/v4.1/tinybox_green.json
 
 A kernel of a kind (all-reduce: the ring's chunk add; matmul: the layers' and the attention's gemms; other: layernorm,
 softmax, GELU, an optimizer update) records: its round-1 candidates (the actions that apply to the unoptimized kernel,
@@ -132,12 +134,15 @@ def main() -> int:
   ap.add_argument("--platform", default="tinybox_green", help="platforms/NAME/platform.yaml (its DRESS_TARGET, GPUS, BS)")
   ap.add_argument("--per-kernel", type=int, default=8, help="candidates compiled a kernel (default 8)")
   ap.add_argument("--seed", type=int, default=0)
+  ap.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
+                  help="override the platform's keys (BS, BEAM, BEAM_UPCAST_MAX, ...): another round's settings")
   ap.add_argument("--out", type=Path, required=True)
   a = ap.parse_args()
   sys.path.insert(0, str(REPO))
   import yaml
   from mlperf_bert.train.dress.compilers import find_compiler, parse_target
   p = yaml.safe_load((REPO / "platforms" / a.platform / "platform.yaml").read_text())
+  p.update({k: yaml.safe_load(v) for k, v in (x.split("=", 1) for x in a.set)})
   target = p["DRESS_TARGET"]
   ren, _ = parse_target(target, a.platform)
   comp = find_compiler(ren, target, os.environ)

@@ -30,6 +30,11 @@ def main() -> int:
   ap.add_argument("--commit-tinygrad", default="0.11.0", help="the tinygrad version of the commit (e0139fa: 0.11.0)")
   ap.add_argument("--platform", default="tinybox_green")
   ap.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE")
+  ap.add_argument("--samples", type=Path, help="the BEAM sample record to price with (default: the target's in "
+                  "resources/beam-samples/; another round's settings: tools/record_beam_samples.py --set ...)")
+  ap.add_argument("--round", default="5.0", help="the MLPerf round whose tinycorp INIT median the record is held "
+                  "against (resources/published/tinycorp-runs.json; default 5.0)")
+  ap.add_argument("--tinygrad-only", action="store_true", help="price tinygrad's step alone (another round's code)")
   ap.add_argument("--out", type=Path, required=True)
   ap.add_argument("--reprice", action="store_true",
                   help="only price the programs of the record at --out again (after new beam samples) and rewrite it")
@@ -44,7 +49,7 @@ def main() -> int:
   setup = census._setup(a.platform, layers, a.set)
   beam = beam_settings(plat)
   sides = {}
-  for side in ("tinygrad", "project"):
+  for side in ("tinygrad",) if a.tinygrad_only else ("tinygrad", "project"):
     r0, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.monotonic()
     got = census.run_side(a.checkout, f"{side}-calls", a.platform, layers, a.set)
     r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -53,15 +58,24 @@ def main() -> int:
     versions = (a.commit_tinygrad, "0.14.0") if side == "tinygrad" else ("0.14.0",)
     sides[side] = {"capture_cpu_s": cpu, "wall_s": round(time.monotonic() - t0, 1),
                    "programs": {st: [dataclasses.astuple(p) for p in programs_from_calls(calls[st])] for st in ("train", "eval")},
-                   "init": {v: predict_init(calls["train"], calls["eval"], setup.target, beam, outside_s=cpu, tinygrad=v)
-                            for v in versions}}
-  pub = json.loads((REPO / "resources" / "published" / "tinycorp-v5.0-overheads.json").read_text())["systems"].get(a.platform)
+                   "init": {v: predict_init(calls["train"], calls["eval"], setup.target, beam, outside_s=cpu, tinygrad=v,
+                                            samples=a.samples) for v in versions}}
+  measured = measured_init_min(a.platform, a.round)
   from importlib.metadata import version
   rec = {"schema": "mlperf-bert/init-searches/1", "recorded_by": "tools/record_init_searches.py", "tinygrad_commit": a.commit,
          "tinygrad_version": version("tinygrad"), "platform": a.platform, "target": setup.target, "layers": layers,
          "settings": census._settings(setup.settings), "beam": dataclasses.asdict(beam), "date": time.strftime("%Y-%m-%d"),
-         "measured_init_min": round(pub["init_s"] / 60, 1) if pub else None, "sides": sides}
+         "round": a.round, "samples": str(a.samples) if a.samples else None, "measured_init_min": measured,
+         "sides": sides}
   return _write(a.out, rec)
+
+
+def measured_init_min(platform: str, rnd: str) -> float | None:
+  """tinycorp's median INIT phase (min) of `platform` in round `rnd` (resources/published/tinycorp-runs.json)."""
+  import statistics
+  rec = json.loads((REPO / "resources" / "published" / "tinycorp-runs.json").read_text())["platforms"].get(platform, {})
+  v = [r["init_s"] for r in rec.get("runs", []) if r["round"] == rnd and r.get("init_s")]
+  return round(statistics.median(v) / 60, 1) if v else None
 
 
 def calls_of(programs: list[list]) -> list[dict]:
@@ -76,7 +90,8 @@ def reprice(rec: dict) -> dict:
   beam = BeamSettings(rec["beam"]["width"], rec["beam"]["min_progress_us"])
   for side in rec["sides"].values():
     side["init"] = {v: predict_init(calls_of(side["programs"]["train"]), calls_of(side["programs"]["eval"]), rec["target"],
-                                    beam, outside_s=side["capture_cpu_s"], tinygrad=v) for v in side["init"]}
+                                    beam, outside_s=side["capture_cpu_s"], tinygrad=v,
+                                    samples=Path(rec["samples"]) if rec.get("samples") else None) for v in side["init"]}
   return rec
 
 
@@ -91,7 +106,7 @@ def _write(out: Path, rec: dict) -> int:
       m = rec["measured_init_min"]
       print(f"{a.platform} {side} (searches keyed as tinygrad {ver}): {i['minutes']} min ({i['low_minutes']}-"
             f"{i['high_minutes']}), {i['searches']} searches {i['searches_by_kind']}, by kind {i['by_kind_min']}"
-            + (f"; v5.0 median {m} min ({100 * (i['minutes'] / m - 1):+.1f} %)" if m and side == "tinygrad" else ""),
+            + (f"; v{rec.get('round', '5.0')} median {m} min ({100 * (i['minutes'] / m - 1):+.1f} %)" if m and side == "tinygrad" else ""),
             file=sys.stderr)
   return 0
 

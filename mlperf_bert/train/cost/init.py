@@ -74,7 +74,8 @@ HOST_CORES = {"CUDA:sm_89": 32, "AMDLLVM:gfx1100": 32, "AMDLLVM:gfx942": 64, "CU
 # EPYC 7532 core (3.3 GHz boost) and this KVM guest's Xeon vCPU is at hand; taken as equal (an estimate, not in the band)
 CPU_FACTOR = 1.0
 # tinygrad versions and how they key a search (the AST's key with or without each buffer's device)
-KEYED_BY_DEVICE = {"0.11.0": False, "0.14.0": True}
+# (0.9.2: v4.1's b5546912, its kernel AST's buffers DEFINE_GLOBALs by index, no device; search.py's key the same)
+KEYED_BY_DEVICE = {"0.9.2": False, "0.11.0": False, "0.14.0": True}
 # tinygrad's pool replaces a worker every BEAM_MAX_TASKS_PER_CHILD=16 tasks (search.py at e0139fa, engine/worker.py at
 # 0.14; a spawn context): a fresh interpreter's imports (sampled) a 16 candidates
 TASKS_PER_WORKER = 16
