@@ -450,3 +450,12 @@ def test_red_v41_at_half_speed_fails_the_audit_with_its_score_halved(tmp_path):
   assert fails and {r.check for r in fails} == {"time"}, fails
   assert {r.subject for r in fails} == {f"{system}/result_{i}.txt" for i in range(10)} and len(fails) == 20, fails
   assert "tinybox_red at BS 66 is predicted" in fails[0].reason
+
+
+def test_logs_without_samples_are_said_not_held(tmp_path):
+  """Logs whose evals carry no epoch_num (their samples) give the band nothing to hold: one WARN names them, no PASS."""
+  org, system, logs, _ = published("tinybox_green")[1]
+  fake, fake_logs = forged(org, system, logs[:2], tmp_path / "tinycorp", 1.0,
+                           edit=lambda r: r["metadata"].pop("epoch_num", None))
+  rows = band_rows(fake, system, fake_logs, PREDICTED)
+  assert [r[0] for r in rows] == ["WARN"] and "2 log(s) without samples (epoch_num) on their evals" in rows[0][2], rows
