@@ -109,7 +109,7 @@ class TinygradSettings:
   beam_uops_max: int | None = _key("BEAM_UOPS_MAX")
   beam_upcast_max: int | None = _key("BEAM_UPCAST_MAX")
   beam_local_max: int | None = _key("BEAM_LOCAL_MAX")
-  beam_min_progress: int | None = _key("BEAM_MIN_PROGRESS")
+  beam_min_progress: float | None = _key("BEAM_MIN_PROGRESS")
   ignore_jit_first_beam: int | None = _key("IGNORE_JIT_FIRST_BEAM")
   hcqdev_wait_timeout_ms: int | None = _key("HCQDEV_WAIT_TIMEOUT_MS")
   use_atomics: int | None = _key("USE_ATOMICS")
