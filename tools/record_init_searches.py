@@ -73,7 +73,8 @@ def main() -> int:
 def measured_init_min(platform: str, rnd: str) -> float | None:
   """tinycorp's median INIT phase (min) of `platform` in round `rnd` (resources/published/tinycorp-runs.json)."""
   import statistics
-  rec = json.loads((REPO / "resources" / "published" / "tinycorp-runs.json").read_text())["platforms"].get(platform, {})
+  from mlperf_bert.audit.published_runs import read_runs
+  rec = read_runs().get("platforms", {}).get(platform, {})
   v = [r["init_s"] for r in rec.get("runs", []) if r["round"] == rnd and r.get("init_s")]
   return round(statistics.median(v) / 60, 1) if v else None
 

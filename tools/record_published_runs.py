@@ -10,7 +10,7 @@ holds a received log's time to (mlperf_bert/audit/published_runs.py, step_band.p
 
 Per run: its round, log, global batch, the `framework` its round's systems/<platform>.json names, its eval intervals'
 LOW_QUANTILE step and median step (mlperf_bert/audit/run_time.py interval_steps), its warm-up and its INIT phase
-(init_stop - the first init_start).
+(the audit's MLPerfLog.init_minutes: the first init_start to init_stop).
 
 A run's warm-up is what it spent beyond its train steps and evals (mlperf_bert/audit/run_time.py warmup_s: run_start
 to run_stop, less its trained steps, from the samples, at its median eval-interval step, less every eval's wall): the
@@ -40,13 +40,6 @@ OUT = PUBLISHED_RUNS
 def shown(p: Path) -> str:
   try: return p.resolve().relative_to(ROOT).as_posix()
   except ValueError: return str(p)
-
-
-def init_s(log) -> float | None:
-  """init_stop - the first init_start (s), as mlperf-logging's checker reads the INIT phase; None without both."""
-  st = [e.time_ms for e in log.events if e.key == "init_start"]
-  sp = [e.time_ms for e in log.events if e.key == "init_stop"]
-  return round((sp[0] - st[0]) / 1000, 1) if st and sp else None
 
 
 def framework(trees: list[Path], platform: str) -> str | None:
@@ -94,7 +87,7 @@ def main() -> int:
           w, per = warmup_s(log, bs), interval_steps(log_evals(log, bs))
           if not per: continue
           runs.append({"round": rnd, "log": p.name, "global_batch_size": bs, "framework": framework(ds, platform),
-                       "init_s": init_s(log),
+                       "init_s": None if log.init_minutes is None else round(log.init_minutes * 60, 1),
                        "warmup_s": None if w is None else round(w, 1), "interval_q_ms": round(low_quantile(per, LOW_QUANTILE), 2),
                        "median_ms": round(statistics.median(per), 2), "intervals": len(per)})
     if not runs: continue
