@@ -40,7 +40,6 @@ from mlperf_bert.audit.times import FASTER, TIME
 from mlperf_bert.audit.untrusted import read_untrusted_json
 from mlperf_bert.constants import EVAL_SAMPLES, REPO
 from mlperf_bert.train.cost.band import PREDICTED, Band, read_predictions, step_band
-from mlperf_bert.train.cost.hardware import BAND_LOW
 
 SCALED = ("matmul", "other", "copies")   # the parts of a predicted step that grow with the batch (the kernels' work)
 
@@ -194,16 +193,17 @@ def check_step_band(audit: Audit, org_dir: Path, system: str, logs: list[MLPerfL
     parts = ([f"their eval intervals' {LOW_QUANTILE:g}-quantile steps, {min(qs):.1f}-{max(qs):.1f} ms, hold {edge}"]
              if qs else []) + ([f"their whole runs are {min(rs):.2f}-{max(rs):.2f}x their floor (the steps at {edge}, "
                                 "the evals at the eval step's low edge, the least published warm-up)"] if rs else [])
-    pubs = "; ".join(dict.fromkeys(f.said for f in floors.values() if f is not None))
+    pubs = "; ".join(dict.fromkeys(floors[h[3]].said for h in held if h[1].get("published")))
     audit.add("PASS", TIME, system, f"{'the other ' if fails else ''}{len(held)} log(s), steps from the samples: "
               f"{'; '.join(parts)}; the band predicted for its {said}: {said_bands}"
               + (f"; held to tinycorp's {pubs}" if pubs else ""))
   unpublished = sorted({h[3] for h in held if floors.get(h[3]) is None})
   if framework and unpublished:
+    b = bands[unpublished[0]].band
     audit.add("WARN", TIME, system, f"no published run of {platform} ({Path(published).name}) has the software "
               f"systems/{system}.json names ('{str(framework)[:80]}') at BS {', '.join(map(str, unpublished))}: its "
-              f"logs' steps are held to the cost model's band alone, whose low edge (-{1 - BAND_LOW:.0%}) a log up to "
-              "that much faster than its real run passes")
+              f"logs' steps are held to the cost model's band alone, whose low edge (-{1 - b.low_ms / b.step_ms:.0%}) "
+              "a log up to that much faster than its real run passes")
   if none:
     audit.add("WARN", TIME, system, f"{len(none)} log(s) without samples (epoch_num) on their evals, without a "
               f"numeric global_batch_size, or without an interval and run_start / run_stop ({shorten(none)}): their "
