@@ -154,17 +154,13 @@ def child_tinygrad(platform: str, layers: int, sets: list[str], calls: bool = Fa
   def on_gpus(bs: int) -> list:   # v4.1's own fake batch, sharded as its loop shards a batch; its float32 ids as int32
     d = get_fake_data_bert(GPUS, bs)   # (this tinygrad turns the embedding's arange compare into a gather: an index)
     return [(d[k].cast(dtypes.int32) if k not in ("input_mask", "masked_lm_weights") else d[k]).realize() for k in order]
+  for _ in range(2):   # both steps take the same batch order; e0139fa's train step takes it by key, with GPUS
+    if sharded: args, kw = [*on_gpus(s.batch_size)], {}
+    else: args, kw = [GPUS, 1], {f"{k}0": v for k, v in batch(s.batch_size).items()}
+    with Context(TRAINING=1): train_step(model, optimizer, scheduler, loss_scaler, *args, **kw)
   for _ in range(2):
-    d = None if sharded else batch(s.batch_size)
-    with Context(TRAINING=1):
-      if sharded: train_step(model, optimizer, scheduler, loss_scaler, *on_gpus(s.batch_size))
-      else: train_step(model, optimizer, scheduler, loss_scaler, GPUS, 1, **{f"{k}0": v for k, v in d.items()})
-  for _ in range(2):
-    e = None if sharded else batch(s.eval.batch_size)
-    with Context(TRAINING=0):
-      if sharded: model_train.eval_step_bert(model, *on_gpus(s.eval.batch_size))
-      else: model_train.eval_step_bert(model, e["input_ids"], e["segment_ids"], e["input_mask"], e["masked_lm_positions"],
-                                       e["masked_lm_ids"], e["masked_lm_weights"], e["next_sentence_labels"], GPUS)
+    e = on_gpus(s.eval.batch_size) if sharded else [*map(batch(s.eval.batch_size).get, order), GPUS]
+    with Context(TRAINING=0): model_train.eval_step_bert(model, *e)
   return _side([Device.canonicalize(g) for g in GPUS], train_step, model_train.eval_step_bert, calls)
 
 
